@@ -1,0 +1,53 @@
+# Browserplane. `make run` starts the service; `make test` runs every test tier.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+NPM ?= npm
+VITEST := node_modules/.bin/vitest
+DEPS_STAMP := node_modules/.deps-stamp
+
+.PHONY: help run test build deps chromium lint typecheck test-unit test-integration test-e2e bench clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+deps: $(DEPS_STAMP) ## Install npm dependencies (npm ci) when package-lock.json changed
+
+$(DEPS_STAMP): package.json package-lock.json
+	$(NPM) ci --no-audit --no-fund
+	@touch $@
+
+chromium: ## Install Debian's Chromium when it is missing (later features launch it)
+	@scripts/ensure-chromium.sh
+
+build: deps ## Compile TypeScript to dist/
+	node_modules/.bin/tsc -p tsconfig.build.json
+
+run: deps chromium build ## Start the service in embedded mode (see --help for settings)
+	node dist/api/src/main.js
+
+lint: deps ## ESLint with type-aware rules
+	node_modules/.bin/eslint --max-warnings 0 .
+
+typecheck: deps ## Type-check everything, tests included
+	node_modules/.bin/tsc -p tsconfig.json --noEmit
+
+test-unit: deps ## Unit tier: no I/O, seconds
+	$(VITEST) run --config test/vitest.unit.ts
+
+test-integration: deps ## Integration tier: the app in-process against a real Postgres
+	$(VITEST) run --config test/vitest.integration.ts
+
+test-e2e: build ## End-to-end tier: the built service started as a user starts it, driven by @onkernel/sdk
+	$(VITEST) run --config test/vitest.e2e.ts
+
+test: deps ## Everything CI runs: lint, type check, and every test tier
+	@rm -rf .test-results
+	$(MAKE) --no-print-directory lint typecheck
+	$(MAKE) --no-print-directory test-unit test-integration test-e2e
+	@node scripts/test-summary.mjs
+
+bench: build ## Benchmarks; print figures and ratios against a baseline from the same run
+	node dist/bench/run.js
+
+clean: ## Remove build output (keeps .data)
+	rm -rf dist .test-results

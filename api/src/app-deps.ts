@@ -1,0 +1,24 @@
+import type { Logger } from 'pino';
+import type { Clock } from './clock.js';
+import type { Db, Queryable } from './db/pool.js';
+
+/** Counts what still lives in a project; a project with any of it cannot be deleted. */
+export type ProjectResourceCounter = (
+  db: Queryable,
+  projectId: string,
+  now: Date,
+) => Promise<{ kind: string; count: number }>;
+
+export interface AppSettings {
+  maxBodyBytes: number;
+  orgMaxConcurrentSessions: number;
+}
+
+/** Everything the HTTP layer needs, wired in main (or a test) and passed down. */
+export interface AppDeps {
+  db: Db;
+  clock: Clock;
+  log: Logger;
+  settings: AppSettings;
+  projectResources: ProjectResourceCounter[];
+}

@@ -1,0 +1,85 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import express, { type Express } from 'express';
+import { pinoHttp } from 'pino-http';
+import type { AppDeps } from './app-deps.js';
+import { errorMiddleware } from './http/error-middleware.js';
+import { createMetrics } from './http/metrics.js';
+import { buildOpenApiDocument } from './http/openapi.js';
+import { PAGINATION_HEADERS } from './http/pagination.js';
+import type { RouteDef } from './http/route.js';
+import { mountRoutes } from './http/router.js';
+import { apiKeyRoutes } from './modules/api-keys/routes.js';
+import { healthRoutes, type Lifecycle } from './modules/health/routes.js';
+import { projectRoutes } from './modules/projects/routes.js';
+
+export const API_VERSION = '0.1.0';
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
+export interface BuiltApp {
+  app: Express;
+  routes: RouteDef[];
+  lifecycle: Lifecycle;
+}
+
+/** The HTTP app for the given dependencies; no listening, no global state. */
+export function buildApp(deps: AppDeps): BuiltApp {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  // qs-style parsing: the SDK sends nested objects as tags[k]=v.
+  app.set('query parser', 'extended');
+
+  const lifecycle: Lifecycle = { draining: false };
+  const metrics = createMetrics(deps.db);
+  const routes: RouteDef[] = [];
+  routes.push(
+    ...healthRoutes(deps, {
+      lifecycle,
+      metricsText: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
+      openapi: () => openapi,
+    }),
+    ...apiKeyRoutes(deps),
+    ...projectRoutes(deps),
+  );
+  // Built once; the route above serves it (the closure runs only after this line).
+  const openapi = buildOpenApiDocument(routes, API_VERSION);
+
+  app.use(
+    pinoHttp({
+      logger: deps.log,
+      genReqId: (req, res) => {
+        const given = req.headers['x-request-id'];
+        const id = typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+        res.setHeader('X-Request-Id', id);
+        return id;
+      },
+      // Path only: query strings may carry tokens.
+      serializers: {
+        req: (req: IncomingMessage & { id?: unknown }) => ({
+          id: req.id,
+          method: req.method,
+          path: (req.url ?? '').split('?')[0],
+        }),
+        res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
+      },
+      customLogLevel: (_req, res, error) => (error || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
+    }),
+  );
+  app.use(metrics.middleware);
+  app.use((_req, res, next) => {
+    res.setHeader('Access-Control-Expose-Headers', [...PAGINATION_HEADERS, 'X-Request-Id'].join(', '));
+    next();
+  });
+  app.use(
+    express.json({
+      limit: deps.settings.maxBodyBytes,
+      type: ['application/json', 'application/*+json'],
+      strict: false,
+    }),
+  );
+  mountRoutes(app, routes, deps);
+  app.use(errorMiddleware(deps.log));
+  return { app, routes, lifecycle };
+}

@@ -1,0 +1,99 @@
+import path from 'node:path';
+import { z } from 'zod';
+
+/**
+ * Every setting the service reads, as one zod schema over the environment.
+ * Parsed once in main; nothing else reads process.env.
+ */
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = (max: number) => z.coerce.number().int().min(1).max(max);
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
+
+export const configSchema = z.object({
+  HOST: z.string().min(1).default('127.0.0.1').describe('Address the HTTP server listens on'),
+  PORT: port.default(8080).describe('Port the HTTP server listens on (0 picks a free port)'),
+  BROWSERPLANE_DATA_DIR: z
+    .string()
+    .min(1)
+    .default('./.data')
+    .describe('Directory for the embedded Postgres cluster, the admin key file and other local state'),
+  DATABASE_URL: optionalString
+    .pipe(z.url({ protocol: /^postgres(ql)?$/ }).optional())
+    .describe('Postgres connection URL; when set, the embedded Postgres is not started'),
+  BROWSERPLANE_API_KEY: optionalString
+    .pipe(z.string().min(32).max(512).regex(/^[\x21-\x7e]+$/, 'printable ASCII without spaces').optional())
+    .describe('Bootstrap admin API key to accept (at least 32 printable characters); when unset, one is generated on first start'),
+  BROWSERPLANE_ORG_NAME: z.string().min(1).max(255).default('default').describe('Name of the organisation created on first start'),
+  BROWSERPLANE_ADMIN_EMAIL: z
+    .email()
+    .default('admin@localhost')
+    .describe('E-mail shown as the creator of API keys made by the bootstrap admin'),
+  BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS: positiveInt(100000)
+    .default(100)
+    .describe('Concurrent browser sessions allowed per organisation (the read-only org limit)'),
+  BROWSERPLANE_MAX_BODY_BYTES: positiveInt(1024 * 1024 * 1024)
+    .default(1024 * 1024)
+    .describe('Largest JSON request body accepted, in bytes; larger bodies get 413'),
+  BROWSERPLANE_SHUTDOWN_TIMEOUT_MS: positiveInt(600000)
+    .default(10000)
+    .describe('How long shutdown waits for in-flight requests before closing connections'),
+  DATABASE_POOL_MAX: positiveInt(1000).default(10).describe('Largest number of Postgres connections the pool opens'),
+  LOG_LEVEL: z
+    .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
+    .default('info')
+    .describe('pino log level'),
+});
+
+export type Config = z.output<typeof configSchema> & { dataDir: string };
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses the environment; every invalid variable is reported together. */
+export function parseConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config {
+  const known = Object.fromEntries(Object.keys(configSchema.shape).map((k) => [k, env[k]]));
+  const result = configSchema.safeParse(known);
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => {
+      const name = String(issue.path[0] ?? '?');
+      const given = env[name];
+      const shown = name === 'BROWSERPLANE_API_KEY' || name === 'DATABASE_URL' ? '(hidden)' : JSON.stringify(given);
+      return `${name}: ${issue.message} (given ${shown}; expected ${describeExpected(name)})`;
+    });
+    throw new ConfigError(problems);
+  }
+  return { ...result.data, dataDir: path.resolve(cwd, result.data.BROWSERPLANE_DATA_DIR) };
+}
+
+function describeExpected(name: string): string {
+  const field = configSchema.shape[name as keyof typeof configSchema.shape];
+  return field?.description ?? 'a valid value';
+}
+
+/** The text `--help` prints: every variable with its default and meaning. */
+export function configHelp(): string {
+  const lines = [
+    'Usage: browserplane [--help]',
+    '',
+    'Starts the Browserplane API in embedded mode. Configuration comes from the environment:',
+    '',
+  ];
+  const json = z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any' }) as {
+    properties: Record<string, { default?: unknown }>;
+  };
+  for (const [name, field] of Object.entries(configSchema.shape)) {
+    const def = json.properties[name]?.default;
+    const shownDefault = def === undefined ? '(unset)' : typeof def === 'string' ? def : JSON.stringify(def);
+    lines.push(`  ${name.padEnd(42)} default: ${shownDefault}`);
+    lines.push(`  ${''.padEnd(42)} ${field.description ?? ''}`);
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,74 @@
+import type { ErrorRequestHandler, Response } from 'express';
+import type { Logger } from 'pino';
+import { AppError } from './errors.js';
+
+/** body-parser and raw-body signal their failures with a `type` and a `status`. */
+interface ParserError {
+  type: string;
+  status?: number;
+  limit?: number;
+  charset?: string;
+  encoding?: string;
+}
+
+function isParserError(error: unknown): error is ParserError {
+  return typeof error === 'object' && error !== null && 'type' in error && typeof error.type === 'string';
+}
+
+/** Maps parser failures (which happen before any route runs) into the one error family. */
+export function toAppError(error: unknown): AppError | undefined {
+  if (error instanceof AppError) return error;
+  if (!isParserError(error)) return undefined;
+  switch (error.type) {
+    case 'entity.too.large':
+      return new AppError(413, 'payload_too_large', `The request body is larger than ${error.limit ?? 'the limit'} bytes`);
+    case 'entity.parse.failed':
+      return new AppError(400, 'invalid_json', 'The request body is not valid JSON');
+    case 'charset.unsupported':
+      return new AppError(415, 'unsupported_media_type', `Charset ${error.charset ?? ''} is not supported; send UTF-8`);
+    case 'encoding.unsupported':
+      return new AppError(415, 'unsupported_media_type', `Content encoding ${error.encoding ?? ''} is not supported`);
+    case 'request.aborted':
+      return new AppError(400, 'request_aborted', 'The client aborted the request');
+    case 'request.size.invalid':
+      return new AppError(400, 'invalid_request', 'The request body length does not match Content-Length');
+    default:
+      return undefined;
+  }
+}
+
+export function sendError(res: Response, error: AppError, requestId: string): void {
+  for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
+  res.status(error.status).json({
+    code: error.code,
+    message: error.message,
+    details: error.details,
+    ...(error.innerError ? { inner_error: error.innerError } : {}),
+    ...(error.status >= 500 ? { request_id: requestId } : {}),
+  });
+}
+
+/** The one error middleware: AppErrors map as they say; anything else is a 500 with a request id. */
+export function errorMiddleware(log: Logger): ErrorRequestHandler {
+  return (error: unknown, req, res, next) => {
+    if (res.headersSent) {
+      next(error);
+      return;
+    }
+    const requestId = typeof req.id === 'string' ? req.id : JSON.stringify(req.id);
+    const appError = toAppError(error);
+    if (appError) {
+      if (appError.status >= 500) log.error({ err: error, requestId }, 'request failed');
+      sendError(res, appError, requestId);
+      return;
+    }
+    log.error({ err: error, requestId }, 'unhandled error');
+    sendError(
+      res,
+      new AppError(500, 'internal_error', `Internal error; quote request id ${requestId} when reporting it`, {
+        shouldRetry: false,
+      }),
+      requestId,
+    );
+  };
+}

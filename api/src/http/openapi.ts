@@ -1,0 +1,67 @@
+import { z } from 'zod';
+import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObject } from 'zod-openapi';
+import type { RouteDef } from './route.js';
+import { errorResponses } from './standard-responses.js';
+
+/**
+ * The OpenAPI 3.1 document, built from the same route objects and zod schemas that
+ * validate requests.
+ */
+export function buildOpenApiDocument(routes: RouteDef[], version: string): ReturnType<typeof createDocument> {
+  const paths: ZodOpenApiPathsObject = {};
+  for (const route of routes) {
+    const common = {
+      ...(route.auth === 'public' ? {} : errorResponses(401, 403)),
+      ...(route.body ? errorResponses(413, 415) : {}),
+      ...errorResponses(500),
+    };
+    const responses = Object.fromEntries(
+      Object.entries({ ...common, ...route.responses }).map(([status, spec]) => [
+        status,
+        {
+          description: spec.description,
+          ...(spec.headers ? { headers: z.object(Object.fromEntries(Object.entries(spec.headers).map(([n, h]) => [n, h.schema.describe(h.description)]))) } : {}),
+          ...(spec.schema ? { content: { [spec.contentType ?? 'application/json']: { schema: spec.schema } } } : {}),
+        },
+      ]),
+    );
+    const operation: ZodOpenApiOperationObject = {
+      operationId: route.operationId,
+      summary: route.summary,
+      ...(route.description ? { description: route.description } : {}),
+      tags: route.tags,
+      ...(route.deprecation ? { deprecated: true } : {}),
+      ...(route.auth === 'public' ? { security: [] } : {}),
+      requestParams: {
+        ...(route.params ? { path: route.params } : {}),
+        ...(route.query ? { query: route.query } : {}),
+        header: z.object({
+          ...(route.auth === 'project'
+            ? {
+                'X-Kernel-Project-Id': z
+                  .string()
+                  .optional()
+                  .describe('Project id or name for an org-wide key; defaults to the org’s default project'),
+              }
+            : {}),
+        }),
+      },
+      ...(route.body
+        ? { requestBody: { required: false, content: { 'application/json': { schema: route.body } } } }
+        : {}),
+      responses,
+    };
+    paths[route.path] = { ...paths[route.path], [route.method]: operation };
+  }
+  return createDocument({
+    openapi: '3.1.0',
+    info: {
+      title: 'Browserplane API',
+      version,
+      description: 'Self-hostable control plane for remote browsers, wire-compatible with the Kernel API.',
+    },
+    security: [{ bearerAuth: [] }],
+    components: { securitySchemes: { bearerAuth: { type: 'http', scheme: 'bearer' } } },
+    paths,
+  });
+}

@@ -1,0 +1,98 @@
+import type { Express, Request, RequestHandler, Response } from 'express';
+import { match } from 'path-to-regexp';
+import type { AppDeps } from '../app-deps.js';
+import type { AuthContext } from './auth-context.js';
+import { authenticate, PROJECT_HEADER } from './authenticate.js';
+import { applyDeprecation } from './deprecation.js';
+import { AppError } from './errors.js';
+import { expressPath, type HandlerContext, type RouteDef, type RouteResult } from './route.js';
+import { validateRequest } from './validate.js';
+
+/** Mounts every route with the shared chain: deprecation → auth → body → validation → handler. */
+export function mountRoutes(app: Express, routes: RouteDef[], deps: AppDeps): void {
+  for (const route of routes) {
+    const handler: RequestHandler = async (req, res) => {
+      res.locals.routeTemplate = route.path;
+      const result = await runRoute(route, req, res, deps);
+      sendResult(res, result);
+    };
+    app[route.method](expressPath(route.path), handler);
+  }
+  app.use(unmatched(routes));
+}
+
+async function runRoute(route: RouteDef, req: Request, res: Response, deps: AppDeps): Promise<RouteResult> {
+  const rawParams = req.params as Record<string, string>;
+  if (route.deprecation) applyDeprecation(route.deprecation, deps.clock.now(), rawParams, res);
+
+  let auth: AuthContext | undefined;
+  if (route.auth !== 'public') {
+    auth = await authenticate(
+      deps.db,
+      deps.clock,
+      { authorization: req.headers.authorization, projectHeader: req.get(PROJECT_HEADER) },
+      route.auth,
+    );
+  }
+  const parsed = validateRequest({
+    params: { schema: route.params, value: rawParams },
+    query: { schema: route.query, value: req.query },
+    body: { schema: route.body, value: route.body ? jsonBody(req) : undefined },
+  });
+  const ctx: HandlerContext<unknown, unknown, unknown> = {
+    params: parsed.params as never,
+    query: parsed.query as never,
+    body: parsed.body as never,
+    get auth(): AuthContext {
+      if (!auth) throw new Error(`route ${route.operationId} is public and has no caller`);
+      return auth;
+    },
+    req,
+    res,
+    log: req.log,
+  };
+  return route.handler(ctx);
+}
+
+/**
+ * The JSON body of a request, `{}` when there is none (the SDK sends an empty body or
+ * `null` for optional bodies). A body in another media type is a 415.
+ */
+function jsonBody(req: Request): unknown {
+  const length = req.headers['content-length'];
+  const hasBody = req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+  if (hasBody && !req.is(['application/json', 'application/*+json'])) {
+    throw new AppError(
+      415,
+      'unsupported_media_type',
+      `Send the body as application/json (got ${req.headers['content-type'] ?? 'no Content-Type'})`,
+    );
+  }
+  const body: unknown = req.body;
+  return body === undefined || body === null ? {} : body;
+}
+
+function sendResult(res: Response, result: RouteResult): void {
+  if (result.kind === 'handled') return;
+  for (const [name, value] of Object.entries(result.headers ?? {})) res.setHeader(name, value);
+  if (result.kind === 'empty') {
+    res.status(result.status).end();
+    return;
+  }
+  res.status(result.status).json(result.body);
+}
+
+/** After every route: 405 with `Allow` when the path exists under another method, else 404. */
+function unmatched(routes: RouteDef[]): RequestHandler {
+  const matchers = routes.map((r) => ({ method: r.method.toUpperCase(), test: match(expressPath(r.path)) }));
+  return (req, res, next) => {
+    const allowed = new Set(matchers.filter((m) => m.test(req.path) !== false).map((m) => m.method));
+    if (allowed.has('GET')) allowed.add('HEAD');
+    if (allowed.size) {
+      res.setHeader('Allow', [...allowed].sort().join(', '));
+      next(new AppError(405, 'method_not_allowed', `${req.method} is not allowed on ${req.path}; allowed: ${[...allowed].sort().join(', ')}`));
+      return;
+    }
+    next(new AppError(404, 'route_not_found', `No route ${req.method} ${req.path}`));
+  };
+}

@@ -1,0 +1,40 @@
+import { z } from 'zod';
+
+/** Shapes shared by many modules. */
+
+export const errorDetailSchema = z
+  .object({
+    code: z.string().describe('Machine-readable code of this problem'),
+    message: z.string().describe('What is wrong, for a person'),
+    field: z.string().optional().describe('Where the problem is, e.g. body.name'),
+  })
+  .meta({ id: 'ErrorDetail' });
+
+export const errorSchema = z
+  .object({
+    code: z.string().describe('Stable, machine-readable error code'),
+    message: z.string().describe('What went wrong, for a person'),
+    details: z.array(errorDetailSchema).describe('Every individual problem, e.g. each invalid field'),
+    inner_error: z
+      .object({ code: z.string(), message: z.string() })
+      .optional()
+      .describe('The underlying cause, where one is known'),
+    request_id: z.string().optional().describe('Request id, on internal errors, to find the log lines'),
+  })
+  .meta({ id: 'Error' });
+
+/** A display name or label: trimmed, 1 to 255 characters, no control characters. */
+export const labelSchema = z
+  .string()
+  .trim()
+  .min(1)
+  .max(255)
+  .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters');
+
+/** A query-string boolean: `true`/`false` (also 1/0, yes/no). */
+export const queryBoolean = z.stringbool();
+
+export const timestamp = z.iso.datetime({ offset: true });
+
+export const idParam = (description: string) =>
+  z.object({ id: z.string().min(1).max(255).describe(description) });

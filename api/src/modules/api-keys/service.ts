@@ -1,0 +1,148 @@
+import type { ProjectResourceCounter } from '../../app-deps.js';
+import type { Clock } from '../../clock.js';
+import { inTransaction, type Db, type Queryable } from '../../db/pool.js';
+import type { AuthContext } from '../../http/auth-context.js';
+import { conflict, notFound } from '../../http/errors.js';
+import { shareLockLiveProject } from '../projects/store.js';
+import { generateApiKey, hashApiKey, maskApiKey } from './key-material.js';
+import {
+  countLiveProjectKeys,
+  expireApiKeyBy,
+  findApiKey,
+  insertApiKey,
+  renameApiKey,
+  softDeleteApiKey,
+  type ApiKeyRow,
+} from './store.js';
+
+const DAY_MS = 86_400_000;
+export const DEFAULT_ROTATION_GRACE_DAYS = 7;
+
+export function presentApiKey(row: ApiKeyRow) {
+  return {
+    id: row.id,
+    name: row.name,
+    masked_key: row.masked_key,
+    created_at: row.created_at.toISOString(),
+    created_by: {
+      id: row.created_by_key_id ?? 'system',
+      email: row.owner_email,
+      name: row.created_by_name,
+    },
+    deleted_at: row.deleted_at?.toISOString() ?? null,
+    expires_at: row.expires_at?.toISOString() ?? null,
+    project_id: row.project_id,
+    project_name: row.project_name,
+  };
+}
+
+export function presentCreatedApiKey(row: ApiKeyRow, plaintext: string) {
+  return { ...presentApiKey(row), key: plaintext };
+}
+
+interface IssueInput {
+  orgId: string;
+  projectId: string | null;
+  name: string;
+  lifetimeDays: number | null;
+  createdBy: { keyId: string; name: string } | null;
+  now: Date;
+  /** A caller-supplied plaintext (the configured bootstrap key); generated when absent. */
+  plaintext?: string;
+}
+
+/** Stores a new key and returns its row with the plaintext, which exists only here. */
+export async function issueApiKey(db: Queryable, input: IssueInput): Promise<{ row: ApiKeyRow; plaintext: string }> {
+  const plaintext = input.plaintext ?? generateApiKey();
+  const row = await insertApiKey(db, {
+    orgId: input.orgId,
+    projectId: input.projectId,
+    name: input.name,
+    keyHash: hashApiKey(plaintext),
+    maskedKey: maskApiKey(plaintext),
+    lifetimeDays: input.lifetimeDays,
+    createdBy: input.createdBy,
+    now: input.now,
+    expiresAt: input.lifetimeDays === null ? null : new Date(input.now.getTime() + input.lifetimeDays * DAY_MS),
+  });
+  return { row, plaintext };
+}
+
+export async function createApiKey(
+  db: Db,
+  clock: Clock,
+  auth: AuthContext,
+  input: { name: string; days_to_expire?: number | null | undefined; project_id?: string | null | undefined },
+) {
+  return inTransaction(db, async (tx) => {
+    let projectId: string | null = null;
+    if (input.project_id) {
+      const project = await shareLockLiveProject(tx, auth.orgId, input.project_id);
+      if (!project) throw notFound('Project', input.project_id);
+      projectId = project.id;
+    }
+    return issueApiKey(tx, {
+      orgId: auth.orgId,
+      projectId,
+      name: input.name,
+      lifetimeDays: input.days_to_expire ?? null,
+      createdBy: { keyId: auth.apiKey.id, name: auth.apiKey.name },
+      now: clock.now(),
+    });
+  });
+}
+
+export async function getApiKey(db: Queryable, auth: AuthContext, id: string, includeDeleted = false): Promise<ApiKeyRow> {
+  const row = await findApiKey(db, auth.orgId, id, { includeDeleted });
+  if (!row) throw notFound('API key', id);
+  return row;
+}
+
+export async function renameKey(db: Db, auth: AuthContext, id: string, name: string): Promise<ApiKeyRow> {
+  const row = await getApiKey(db, auth, id);
+  await renameApiKey(db, row.id, name);
+  return getApiKey(db, auth, id);
+}
+
+export async function deleteKey(db: Db, clock: Clock, auth: AuthContext, id: string): Promise<void> {
+  const row = await getApiKey(db, auth, id);
+  if (row.id === auth.apiKey.id) {
+    throw conflict('cannot_delete_own_key', 'An API key cannot delete itself; use another key');
+  }
+  await softDeleteApiKey(db, row.id, clock.now());
+}
+
+/**
+ * Issues a successor with the same name and project and gives the old key a grace
+ * period, so callers can switch without downtime.
+ */
+export async function rotateKey(
+  db: Db,
+  clock: Clock,
+  auth: AuthContext,
+  id: string,
+  input: { days_to_expire?: number | null | undefined; expire_in_days?: number | null | undefined },
+) {
+  return inTransaction(db, async (tx) => {
+    const old = await findApiKey(tx, auth.orgId, id, { includeDeleted: false });
+    if (!old) throw notFound('API key', id);
+    const now = clock.now();
+    const lifetimeDays = input.days_to_expire === undefined ? old.lifetime_days : input.days_to_expire;
+    const graceDays = input.expire_in_days ?? DEFAULT_ROTATION_GRACE_DAYS;
+    await expireApiKeyBy(tx, old.id, new Date(now.getTime() + graceDays * DAY_MS));
+    return issueApiKey(tx, {
+      orgId: auth.orgId,
+      projectId: old.project_id,
+      name: old.name,
+      lifetimeDays,
+      createdBy: { keyId: auth.apiKey.id, name: auth.apiKey.name },
+      now,
+    });
+  });
+}
+
+/** Live project-scoped keys keep their project from being deleted. */
+export const countProjectApiKeys: ProjectResourceCounter = async (db, projectId, now) => ({
+  kind: 'api_keys',
+  count: await countLiveProjectKeys(db, projectId, now),
+});

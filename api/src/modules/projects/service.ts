@@ -1,0 +1,139 @@
+import type { AppDeps } from '../../app-deps.js';
+import { inTransaction, pgErrorCode, UNIQUE_VIOLATION } from '../../db/pool.js';
+import type { AuthContext } from '../../http/auth-context.js';
+import { badRequest, conflict, notFound } from '../../http/errors.js';
+import { getOrg, setDefaultProjectSessionCap } from '../orgs/store.js';
+import {
+  findProject,
+  getLimits,
+  insertProject,
+  lockProject,
+  softDeleteProject,
+  updateLimits,
+  updateProject,
+  type LimitName,
+  type LimitsRow,
+  type ProjectRow,
+} from './store.js';
+
+type Deps = Pick<AppDeps, 'db' | 'clock' | 'settings' | 'projectResources'>;
+
+export function presentProject(row: ProjectRow) {
+  return {
+    id: row.id,
+    name: row.name,
+    status: row.status,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+  };
+}
+
+const nameTaken = (name: string) =>
+  conflict('project_name_taken', `A project named ${JSON.stringify(name)} already exists in this organisation`);
+
+async function uniqueName<T>(name: string | undefined, write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (name !== undefined && pgErrorCode(error) === UNIQUE_VIOLATION) throw nameTaken(name);
+    throw error;
+  }
+}
+
+export async function createProject({ db, clock }: Deps, auth: AuthContext, name: string): Promise<ProjectRow> {
+  return uniqueName(name, () => insertProject(db, { orgId: auth.orgId, name, isDefault: false, now: clock.now() }));
+}
+
+export async function getProject({ db }: Pick<Deps, 'db'>, auth: AuthContext, idOrName: string): Promise<ProjectRow> {
+  const row = await findProject(db, auth.orgId, idOrName);
+  if (!row) throw notFound('Project', idOrName);
+  return row;
+}
+
+export async function changeProject(
+  deps: Deps,
+  auth: AuthContext,
+  idOrName: string,
+  change: { name?: string | undefined; status?: 'active' | 'archived' | undefined },
+): Promise<ProjectRow> {
+  const row = await getProject(deps, auth, idOrName);
+  return uniqueName(change.name, () => updateProject(deps.db, row.id, { ...change, now: deps.clock.now() }));
+}
+
+/**
+ * Soft-deletes an empty project. The row lock makes the emptiness check and the delete
+ * one step against resources being added at the same time.
+ */
+export async function deleteProject(deps: Deps, auth: AuthContext, idOrName: string): Promise<void> {
+  await inTransaction(deps.db, async (tx) => {
+    const row = await findProject(tx, auth.orgId, idOrName);
+    if (!row) throw notFound('Project', idOrName);
+    await lockProject(tx, row.id);
+    if (row.is_default) {
+      throw conflict('default_project', 'The default project cannot be deleted; org-wide keys fall back to it');
+    }
+    const now = deps.clock.now();
+    const counts = await Promise.all(deps.projectResources.map((count) => count(tx, row.id, now)));
+    const inUse = counts.filter((c) => c.count > 0);
+    if (inUse.length) {
+      throw conflict(
+        'project_not_empty',
+        `Project ${JSON.stringify(row.name)} still has active resources; delete them first`,
+        inUse.map((c) => ({ code: 'active_resource', field: c.kind, message: `${c.count} active ${c.kind}` })),
+      );
+    }
+    await softDeleteProject(tx, row.id, now);
+  });
+}
+
+export async function readLimits(deps: Deps, auth: AuthContext, idOrName: string): Promise<LimitsRow> {
+  const row = await getProject(deps, auth, idOrName);
+  return getLimits(deps.db, row.id);
+}
+
+/** 0 and null both remove a cap; absent fields stay. */
+export async function changeLimits(
+  deps: Deps,
+  auth: AuthContext,
+  idOrName: string,
+  body: Partial<Record<LimitName, number | null | undefined>>,
+): Promise<LimitsRow> {
+  const row = await getProject(deps, auth, idOrName);
+  const change: Partial<LimitsRow> = {};
+  for (const [name, value] of Object.entries(body) as [LimitName, number | null | undefined][]) {
+    if (value !== undefined) change[name] = value === 0 ? null : value;
+  }
+  const sessions = change.max_concurrent_sessions;
+  if (sessions && sessions > deps.settings.orgMaxConcurrentSessions) {
+    throw exceedsOrgLimit('body.max_concurrent_sessions', sessions, deps.settings.orgMaxConcurrentSessions);
+  }
+  return updateLimits(deps.db, row.id, change, deps.clock.now());
+}
+
+function exceedsOrgLimit(field: string, value: number, limit: number) {
+  return badRequest('exceeds_org_limit', `${field} (${value}) cannot exceed the organisation limit of ${limit}`, [
+    { code: 'too_big', field, message: `${field}: must be at most ${limit}, the organisation limit` },
+  ]);
+}
+
+export async function readOrgLimits(deps: Deps, auth: AuthContext) {
+  const org = await getOrg(deps.db, auth.orgId);
+  return presentOrgLimits(deps, org.default_project_max_concurrent_sessions);
+}
+
+export async function changeOrgLimits(deps: Deps, auth: AuthContext, value: number | null | undefined) {
+  if (value === undefined) return readOrgLimits(deps, auth);
+  const cap = value === 0 ? null : value;
+  if (cap && cap > deps.settings.orgMaxConcurrentSessions) {
+    throw exceedsOrgLimit('body.default_project_max_concurrent_sessions', cap, deps.settings.orgMaxConcurrentSessions);
+  }
+  const org = await setDefaultProjectSessionCap(deps.db, auth.orgId, cap, deps.clock.now());
+  return presentOrgLimits(deps, org.default_project_max_concurrent_sessions);
+}
+
+function presentOrgLimits(deps: Deps, defaultCap: number | null) {
+  return {
+    max_concurrent_sessions: deps.settings.orgMaxConcurrentSessions,
+    default_project_max_concurrent_sessions: defaultCap,
+  };
+}

@@ -1,0 +1,113 @@
+import { mkdir } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Express } from 'express';
+import type { Logger } from 'pino';
+import type { AppDeps } from './app-deps.js';
+import { buildApp } from './app.js';
+import { systemClock } from './clock.js';
+import type { Config } from './config.js';
+import { EmbeddedPostgres } from './db/embedded-postgres.js';
+import { migrate } from './db/migrate.js';
+import { createPool } from './db/pool.js';
+import { countProjectApiKeys } from './modules/api-keys/service.js';
+import { ADMIN_KEY_FILE, bootstrap } from './modules/orgs/bootstrap.js';
+
+export interface RunningService {
+  url: string;
+  stop(reason: string): Promise<void>;
+}
+
+/**
+ * Starts the whole embedded service: Postgres (embedded unless DATABASE_URL is set),
+ * migrations, bootstrap, HTTP. `stop` drains requests, then closes the pool, then stops
+ * Postgres, in that order.
+ */
+export async function startService(config: Config, log: Logger): Promise<RunningService> {
+  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  const embedded = config.DATABASE_URL ? undefined : await EmbeddedPostgres.start(config.dataDir, log);
+  try {
+    const databaseUrl = config.DATABASE_URL ?? embedded!.url;
+    await migrate(databaseUrl, log);
+    const db = createPool(databaseUrl, config.DATABASE_POOL_MAX);
+    db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));
+    const deps: AppDeps = {
+      db,
+      clock: systemClock,
+      log,
+      settings: {
+        maxBodyBytes: config.BROWSERPLANE_MAX_BODY_BYTES,
+        orgMaxConcurrentSessions: config.BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS,
+      },
+      projectResources: [countProjectApiKeys],
+    };
+    const boot = await bootstrap(
+      db,
+      systemClock,
+      {
+        orgName: config.BROWSERPLANE_ORG_NAME,
+        ownerEmail: config.BROWSERPLANE_ADMIN_EMAIL,
+        configuredKey: config.BROWSERPLANE_API_KEY,
+        dataDir: config.dataDir,
+      },
+      log,
+    );
+    if (boot.generatedKey) announceAdminKey(boot.generatedKey, `${config.dataDir}/${ADMIN_KEY_FILE}`);
+
+    const { app, lifecycle } = buildApp(deps);
+    const server = await listen(app, config.PORT, config.HOST);
+    const address = server.address() as AddressInfo;
+    const url = `http://${address.address}:${address.port}`;
+    log.info({ url, dataDir: config.dataDir, embeddedPostgres: Boolean(embedded) }, 'browserplane listening');
+
+    return {
+      url,
+      async stop(reason) {
+        log.info({ reason }, 'shutting down: draining requests');
+        lifecycle.draining = true;
+        await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
+        await db.end();
+        await embedded?.stop();
+        log.info('stopped');
+      },
+    };
+  } catch (error) {
+    await embedded?.stop().catch((stopError: unknown) => log.error({ err: stopError }, 'could not stop Postgres'));
+    throw error;
+  }
+}
+
+function listen(app: Express, port: number, host: string): Promise<Server> {
+  return new Promise((resolve, reject) => {
+    const server = app.listen(port, host, (error?: Error) => (error ? reject(error) : resolve(server)));
+    server.once('error', reject);
+  });
+}
+
+/** Stops accepting, lets in-flight requests finish, and cuts whatever is left at the deadline. */
+async function drain(server: Server, timeoutMs: number, log: Logger): Promise<void> {
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const deadline = setTimeout(() => {
+    log.warn({ timeoutMs }, 'requests still open at the shutdown deadline; closing them');
+    server.closeAllConnections();
+  }, timeoutMs);
+  await closed;
+  clearTimeout(deadline);
+}
+
+/** The one time the generated key is shown; it goes to the terminal, never to the log. */
+function announceAdminKey(key: string, file: string): void {
+  process.stdout.write(
+    [
+      '',
+      '  Browserplane created an admin API key. It is shown only this once:',
+      '',
+      `    ${key}`,
+      '',
+      `  It is also in ${file} (mode 600). Use it as: Authorization: Bearer <key>`,
+      '',
+      '',
+    ].join('\n'),
+  );
+}
