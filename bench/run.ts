@@ -1,0 +1,105 @@
+/**
+ * API overhead benchmark. Starts the built service as a user would (embedded Postgres,
+ * a fresh data dir, a configured admin key), then drives it with autocannon over
+ * loopback. Figures are printed as ratios against GET /healthz measured in the same run:
+ * the cost of authentication and the Postgres round trips, not of express itself.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import autocannon from 'autocannon';
+import { packageRoot } from '../api/src/paths.js';
+
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
+
+interface Scenario {
+  name: string;
+  method?: 'GET' | 'POST';
+  path: string;
+  body?: () => string;
+}
+
+async function main(): Promise<void> {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'browserplane-bench-'));
+  const key = 'bench_' + randomBytes(24).toString('hex');
+  const service = spawn(process.execPath, [path.join(packageRoot(), 'dist/api/src/main.js')], {
+    env: { ...process.env, PORT: '0', BROWSERPLANE_DATA_DIR: dataDir, BROWSERPLANE_API_KEY: key, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  try {
+    const url = await listeningUrl(service);
+    const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+    const project = (await (await post(url, '/org/projects', { name: 'bench' }, auth)).json()) as { id: string };
+    for (let i = 0; i < 20; i++) await post(url, '/org/api_keys', { name: `k${i}` }, auth);
+
+    let n = 0;
+    const scenarios: Scenario[] = [
+      { name: 'GET /healthz (baseline: no auth, no database)', path: '/healthz' },
+      { name: 'GET /org/projects/{id} (auth + lookup)', path: `/org/projects/${project.id}` },
+      { name: 'GET /org/api_keys?limit=20 (auth + list)', path: '/org/api_keys?limit=20' },
+      { name: 'POST /org/projects (auth + insert)', method: 'POST', path: '/org/projects', body: () => JSON.stringify({ name: `p-${n++}` }) },
+    ];
+    const rows = [];
+    for (const scenario of scenarios) rows.push({ scenario, result: await load(url, scenario, auth) });
+
+    const base = rows[0]!.result;
+    console.log(`\nAPI overhead: ${CONNECTIONS} connections, ${DURATION_S} s each, loopback, 2 cores shared with the server\n`);
+    console.log('| scenario | req/s | p50 ms | p99 ms | req/s vs baseline | non-2xx |');
+    console.log('|---|---|---|---|---|---|');
+    for (const { scenario, result } of rows) {
+      const ratio = result.requests.average / base.requests.average;
+      console.log(
+        `| ${scenario.name} | ${result.requests.average.toFixed(0)} | ${result.latency.p50} | ${result.latency.p99} | ${ratio.toFixed(2)}x | ${result.non2xx} |`,
+      );
+    }
+  } finally {
+    service.kill('SIGTERM');
+    await new Promise((resolve) => service.once('exit', resolve));
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+function load(url: string, scenario: Scenario, headers: Record<string, string>): Promise<autocannon.Result> {
+  return autocannon({
+    url: url + scenario.path,
+    method: scenario.method ?? 'GET',
+    headers,
+    connections: CONNECTIONS,
+    duration: DURATION_S,
+    ...(scenario.body
+      ? { requests: [{ method: 'POST' as const, path: scenario.path, setupRequest: (req: autocannon.Request) => ({ ...req, body: scenario.body!() }) }] }
+      : {}),
+  });
+}
+
+function post(url: string, route: string, body: unknown, headers: Record<string, string>): Promise<Response> {
+  return fetch(url + route, { method: 'POST', headers, body: JSON.stringify(body) });
+}
+
+function listeningUrl(child: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! });
+    const timer = setTimeout(() => reject(new Error('service did not start within 60 s')), 60_000);
+    child.once('exit', (code) => reject(new Error(`service exited with ${code}`)));
+    lines.on('line', (line) => {
+      try {
+        const entry = JSON.parse(line) as { msg?: string; url?: string };
+        if (entry.msg === 'browserplane listening' && entry.url) {
+          clearTimeout(timer);
+          resolve(entry.url);
+        }
+      } catch {
+        // not a log line
+      }
+    });
+  });
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

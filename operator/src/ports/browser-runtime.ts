@@ -1,0 +1,65 @@
+/**
+ * The BrowserRuntime port: how a reconciler gets a browser (one agent + one Chromium)
+ * and gets rid of it. Two adapters fill it:
+ *
+ * - local (embedded mode): the agent as a child process of the service, launching
+ *   Debian's Chromium as an unprivileged user.
+ * - kubernetes: one pod per browser (agent + Chromium), non-root, sandboxed.
+ *
+ * The same agent code runs in both; the runtime only places it and reports on it.
+ * Every method is idempotent on `browserId`, because reconcilers retry.
+ */
+
+export interface Viewport {
+  width: number;
+  height: number;
+  refreshRate?: number;
+}
+
+/** Everything the agent needs to start Chromium for one session. */
+export interface BrowserLaunchSpec {
+  /** Stable id, the session id: launching the same id twice yields the same browser. */
+  browserId: string;
+  orgId: string;
+  projectId: string;
+  headless: boolean;
+  stealth: boolean;
+  kioskMode: boolean;
+  viewport: Viewport;
+  startUrl?: string;
+  /** Upstream proxy with credentials already decrypted for the agent only. */
+  proxy?: { url: string; username?: string; password?: string; bypassHosts: string[] };
+  /** Chrome enterprise policy for this browser alone, already validated. */
+  chromePolicy: Record<string, unknown>;
+  /** Profile archive to load into the user-data dir, and whether to save it back. */
+  profile?: { id: string; archiveUrl: string; saveChanges: boolean };
+  /** Labels for the runtime (pool membership, tags), not interpreted by the agent. */
+  labels: Record<string, string>;
+}
+
+export type BrowserPhase = 'Pending' | 'Starting' | 'Ready' | 'Terminating' | 'Failed' | 'Gone';
+
+/** What the runtime sees of a browser right now. */
+export interface ObservedBrowser {
+  browserId: string;
+  phase: BrowserPhase;
+  /** Base URL of the agent (CDP pass-through, fs, computer, screencast, health). */
+  agentUrl?: string;
+  startedAt?: Date;
+  /** Why the browser is Failed or Gone (exit code, OOM, eviction), for status messages. */
+  reason?: string;
+  labels: Record<string, string>;
+}
+
+export interface BrowserRuntime {
+  /** Starts the browser if it does not exist yet; resolves once it is Ready or Failed. */
+  launch(spec: BrowserLaunchSpec, options: { signal: AbortSignal }): Promise<ObservedBrowser>;
+  observe(browserId: string): Promise<ObservedBrowser | undefined>;
+  /** Every browser this runtime placed, for reconcilers to find orphans and crashes. */
+  list(): Promise<ObservedBrowser[]>;
+  /**
+   * Closes the browser cleanly (CDP Browser.close, so Chromium leaves no temp dirs), then
+   * kills what is left after `graceMs`; succeeds if it is already gone.
+   */
+  terminate(browserId: string, options: { graceMs: number }): Promise<void>;
+}

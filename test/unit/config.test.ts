@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, configHelp, configSchema, parseConfig } from '../../api/src/config.js';
+
+describe('config', () => {
+  it('gives every variable its default on an empty environment', () => {
+    const config = parseConfig({}, '/srv/app');
+    expect(config).toMatchObject({
+      HOST: '127.0.0.1',
+      PORT: 8080,
+      BROWSERPLANE_DATA_DIR: './.data',
+      DATABASE_URL: undefined,
+      BROWSERPLANE_API_KEY: undefined,
+      LOG_LEVEL: 'info',
+    });
+    expect(config.dataDir).toBe('/srv/app/.data');
+  });
+
+  it('treats empty strings of optional settings as unset', () => {
+    const config = parseConfig({ DATABASE_URL: '', BROWSERPLANE_API_KEY: '  ' });
+    expect(config.DATABASE_URL).toBeUndefined();
+    expect(config.BROWSERPLANE_API_KEY).toBeUndefined();
+  });
+
+  it('reports every invalid variable together, with what was expected', () => {
+    let error: unknown;
+    try {
+      parseConfig({ PORT: 'eighty', LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x', BROWSERPLANE_API_KEY: 'short' });
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const problems = (error as ConfigError).problems;
+    expect(problems.map((p) => p.split(':')[0]).sort()).toEqual(
+      ['BROWSERPLANE_API_KEY', 'DATABASE_URL', 'LOG_LEVEL', 'PORT'].sort(),
+    );
+    expect(problems.find((p) => p.startsWith('PORT'))).toContain('"eighty"');
+    expect(problems.find((p) => p.startsWith('PORT'))).toContain('Port the HTTP server listens on');
+  });
+
+  it('never echoes a secret it rejects', () => {
+    const secret = 'not-long-enough-secret';
+    let message = '';
+    try {
+      parseConfig({ BROWSERPLANE_API_KEY: secret, DATABASE_URL: 'ftp://user:hunter2@host/db' });
+    } catch (e) {
+      message = (e as Error).message;
+    }
+    expect(message).toContain('BROWSERPLANE_API_KEY');
+    expect(message).not.toContain(secret);
+    expect(message).not.toContain('hunter2');
+  });
+
+  it('accepts a postgres URL and a long bootstrap key', () => {
+    const key = 'k'.repeat(40);
+    const config = parseConfig({ DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/db', BROWSERPLANE_API_KEY: key, PORT: '0' });
+    expect(config.DATABASE_URL).toBe('postgres://u:p@127.0.0.1:5432/db');
+    expect(config.BROWSERPLANE_API_KEY).toBe(key);
+    expect(config.PORT).toBe(0);
+  });
+
+  it('--help lists every variable with its default', () => {
+    const help = configHelp();
+    for (const name of Object.keys(configSchema.shape)) expect(help).toContain(name);
+    expect(help).toMatch(/PORT\s+default: 8080/);
+    expect(help).toMatch(/DATABASE_URL\s+default: \(unset\)/);
+  });
+});
