@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AppError } from '../../api/src/http/errors.js';
+import type { AppError } from '../../api/src/http/errors.js';
 import { page } from '../../api/src/http/pagination.js';
 import { expressPath, fillPath } from '../../api/src/http/route.js';
 import { validateRequest } from '../../api/src/http/validate.js';
