@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
 import type { AppDeps, AppSettings } from '../../api/src/app-deps.js';
 import { buildApp } from '../../api/src/app.js';
 import { FixedClock, type Clock } from '../../api/src/clock.js';
@@ -39,14 +40,14 @@ export interface TestApp {
  * is injectable; by default it is the real one.
  */
 export async function startTestApp(
-  options: { clock?: Clock; settings?: Partial<AppSettings> } = {},
+  options: { clock?: Clock; settings?: Partial<AppSettings>; log?: Logger } = {},
 ): Promise<TestApp> {
   const database = await freshDatabase();
   const clock = options.clock ?? new FixedClock(new Date());
   const deps: AppDeps = {
     db: database.db,
     clock,
-    log: createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
+    log: options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
     settings: { maxBodyBytes: 64 * 1024, orgMaxConcurrentSessions: 50, ...options.settings },
     projectResources: [countProjectApiKeys],
   };

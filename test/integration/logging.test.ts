@@ -1,0 +1,56 @@
+import { Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../api/src/logger.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+
+/** Every line the app logs, at the most verbose level, so nothing escapes the check. */
+class CapturedLog extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _encoding: string, done: () => void): void {
+    this.lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
+    done();
+  }
+  entries(): Array<Record<string, any>> {
+    return this.lines.map((line) => JSON.parse(line));
+  }
+}
+
+describe('logging', () => {
+  const captured = new CapturedLog();
+  let app: TestApp;
+
+  beforeAll(async () => {
+    app = await startTestApp({ log: createLogger('trace', captured) });
+  });
+  afterAll(async () => app?.close());
+
+  it('never writes a plaintext key or an Authorization header to the log', async () => {
+    const created = await app.tenant.http.post('/org/api_keys', { name: 'secret-check' });
+    const rotated = await app.tenant.http.post(`/org/api_keys/${created.body.id}/rotate`, {});
+    await app.client(created.body.key).get('/org/projects');
+    await app.client('bp_wrong-key-that-does-not-exist-0000000000').get('/org/projects');
+    expect(captured.lines.length).toBeGreaterThan(3);
+    const all = captured.lines.join('\n');
+    for (const secret of [app.tenant.adminKey, created.body.key, rotated.body.key, 'bp_wrong-key-that-does-not-exist']) {
+      expect(all).not.toContain(secret);
+    }
+  });
+
+  it('puts the request id on every line about a request', async () => {
+    const before = captured.lines.length;
+    const res = await app.tenant.http.get('/org/projects/nope', { 'x-request-id': 'trace-me-123' });
+    expect(res.status).toBe(404);
+    expect(res.headers.get('x-request-id')).toBe('trace-me-123');
+    const lines = captured.entries().slice(before);
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) expect(line.req?.id ?? line.requestId).toBe('trace-me-123');
+  });
+
+  it('logs the path of a request but never its query string', async () => {
+    const before = captured.lines.length;
+    await app.tenant.http.get('/org/api_keys?query=supersecretvalue');
+    const lines = captured.lines.slice(before).join('\n');
+    expect(lines).toContain('/org/api_keys');
+    expect(lines).not.toContain('supersecretvalue');
+  });
+});
