@@ -51,7 +51,60 @@ describe('authentication', () => {
     expect(res.body.message).toMatch(/expired/);
   });
 
+  it('accepts the Bearer scheme in any case', async () => {
+    const res = await app.client(undefined, { authorization: `bearer ${app.tenant.adminKey}` }).get('/org/api_keys');
+    expect(res.status).toBe(200);
+  });
+
+  it.each([
+    ['with text appended', (key: string) => `Bearer ${key}x`],
+    ['truncated', (key: string) => `Bearer ${key.slice(0, -1)}`],
+    ['without the scheme', (key: string) => key],
+    ['as two tokens', (key: string) => `Bearer ${key} ${key}`],
+  ])('refuses a valid key %s', async (_case, header) => {
+    const res = await app.client(undefined, { authorization: header(app.tenant.adminKey) }).get('/org/api_keys');
+    expect(res.status).toBe(401);
+    expect(res.body.code).toBe('unauthorized');
+  });
+
+  const apiKeyCalls = (id: string) =>
+    [
+      ['GET', '/org/api_keys', undefined],
+      ['POST', '/org/api_keys', { name: 'new' }],
+      ['GET', `/org/api_keys/${id}`, undefined],
+      ['PATCH', `/org/api_keys/${id}`, { name: 'renamed' }],
+      ['DELETE', `/org/api_keys/${id}`, undefined],
+      ['POST', `/org/api_keys/${id}/rotate`, {}],
+    ] as const;
+
+  it('requires a key on every API key route, before looking at the request', async () => {
+    const created = await app.tenant.http.post('/org/api_keys', { name: 'guarded' });
+    const anonymous = app.client();
+    for (const [method, path, body] of apiKeyCalls(created.body.id)) {
+      const res = await anonymous.request(method, path, body);
+      expect(res.status, `${method} ${path}`).toBe(401);
+      expect(res.body.code).toBe('unauthorized');
+    }
+    const invalid = await anonymous.post('/org/api_keys', { name: '', bogus: true });
+    expect(invalid.status).toBe(401);
+    const shown = await app.tenant.http.get(`/org/api_keys/${created.body.id}`);
+    expect(shown.body).toMatchObject({ name: 'guarded', deleted_at: null, expires_at: null });
+  });
+
   describe('project resolution', () => {
+    it('a project-scoped key is refused on every API key route with 403 and changes nothing', async () => {
+      const project = await app.tenant.http.post('/org/projects', { name: 'scoped-b' });
+      const key = await app.tenant.http.post('/org/api_keys', { name: 'scoped', project_id: project.body.id });
+      const scoped = app.client(key.body.key);
+      const before = (await app.tenant.http.get('/org/api_keys?status=all&limit=100')).body;
+      for (const [method, path, body] of apiKeyCalls(key.body.id)) {
+        const res = await scoped.request(method, path, body);
+        expect(res.status, `${method} ${path}`).toBe(403);
+        expect(res.body).toMatchObject({ code: 'org_key_required', message: expect.any(String), details: [] });
+      }
+      expect((await app.tenant.http.get('/org/api_keys?status=all&limit=100')).body).toEqual(before);
+    });
+
     it('a project-scoped key is refused on org routes with 403', async () => {
       const project = await app.tenant.http.post('/org/projects', { name: 'scoped-a' });
       const key = await app.tenant.http.post('/org/api_keys', { name: 'scoped', project_id: project.body.id });

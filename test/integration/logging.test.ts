@@ -11,7 +11,7 @@ class CapturedLog extends Writable {
     done();
   }
   entries(): Array<Record<string, any>> {
-    return this.lines.map((line) => JSON.parse(line));
+    return this.lines.map((line) => JSON.parse(line) as Record<string, any>);
   }
 }
 

@@ -29,7 +29,8 @@ export async function freshDatabase(): Promise<TestDatabase> {
     url: url.toString(),
     db,
     async drop() {
-      await db.end();
+      // A test may have ended the pool itself (to provoke database failures).
+      if (!db.ended) await db.end();
       const again = new pg.Client({ connectionString: adminUrl });
       await again.connect();
       try {

@@ -18,6 +18,11 @@ function isParserError(error: unknown): error is ParserError {
 /** Maps parser failures (which happen before any route runs) into the one error family. */
 export function toAppError(error: unknown): AppError | undefined {
   if (error instanceof AppError) return error;
+  // The router decodes path parameters before any handler runs; bad percent-encoding
+  // (`/org/projects/%E0%A4%A`) is the client's mistake, not an internal error.
+  if (error instanceof URIError) {
+    return new AppError(400, 'invalid_path', 'The request path is not valid percent-encoded UTF-8');
+  }
   if (!isParserError(error)) return undefined;
   switch (error.type) {
     case 'entity.too.large':
@@ -48,6 +53,8 @@ export function sendError(res: Response, error: AppError, requestId: string): vo
   });
 }
 
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
 /** The one error middleware: AppErrors map as they say; anything else is a 500 with a request id. */
 export function errorMiddleware(log: Logger): ErrorRequestHandler {
   return (error: unknown, req, res, next) => {
@@ -66,7 +73,8 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
     sendError(
       res,
       new AppError(500, 'internal_error', `Internal error; quote request id ${requestId} when reporting it`, {
-        shouldRetry: false,
+        // The SDK retries 5xx; a retried write could apply twice, a retried read cannot.
+        ...(SAFE_METHODS.has(req.method) ? {} : { shouldRetry: false }),
       }),
       requestId,
     );

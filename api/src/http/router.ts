@@ -82,9 +82,16 @@ function sendResult(res: Response, result: RouteResult): void {
   res.status(result.status).json(result.body);
 }
 
-/** After every route: 405 with `Allow` when the path exists under another method, else 404. */
+/**
+ * After every route: 405 with `Allow` when the path exists under another method, else 404.
+ * Parameters are not decoded here: only the shape of the path matters, and decoding
+ * could throw on bad percent-encoding.
+ */
 function unmatched(routes: RouteDef[]): RequestHandler {
-  const matchers = routes.map((r) => ({ method: r.method.toUpperCase(), test: match(expressPath(r.path)) }));
+  const matchers = routes.map((r) => ({
+    method: r.method.toUpperCase(),
+    test: match(expressPath(r.path), { decode: false }),
+  }));
   return (req, res, next) => {
     const allowed = new Set(matchers.filter((m) => m.test(req.path) !== false).map((m) => m.method));
     if (allowed.has('GET')) allowed.add('HEAD');

@@ -31,6 +31,16 @@ export const labelSchema = z
   .max(255)
   .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters');
 
+/**
+ * Text that is looked up in the database (ids, names, filters). Control characters match
+ * nothing, and a NUL makes Postgres fail the query: a 400, not a 500.
+ */
+export const lookupText = z
+  .string()
+  .min(1)
+  .max(255)
+  .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters');
+
 /** A query-string boolean: `true`/`false` (also 1/0, yes/no). */
 export const queryBoolean = z.stringbool();
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { paginationQuery } from '../../http/pagination.js';
-import { labelSchema, queryBoolean } from '../../http/schemas.js';
+import { labelSchema, lookupText, queryBoolean } from '../../http/schemas.js';
 
 const daysToExpire = z
   .number()
@@ -14,10 +14,7 @@ export const createApiKeyBody = z
   .strictObject({
     name: labelSchema.describe('A label for the key (1 to 255 characters); not unique, not addressable'),
     days_to_expire: daysToExpire.optional(),
-    project_id: z
-      .string()
-      .min(1)
-      .max(255)
+    project_id: lookupText
       .nullable()
       .optional()
       .describe('Scope the key to this project (id or name); null or absent for an org-wide key'),
@@ -44,7 +41,7 @@ export const rotateApiKeyBody = z
   })
   .meta({ id: 'RotateApiKeyRequest' });
 
-export const apiKeyIdParams = z.object({ id: z.string().min(1).max(255).describe('API key id') });
+export const apiKeyIdParams = z.object({ id: lookupText.describe('API key id') });
 
 export const retrieveApiKeyQuery = z.object({
   include_deleted: queryBoolean.optional().describe('Also find a deleted key (default false)'),
@@ -52,11 +49,8 @@ export const retrieveApiKeyQuery = z.object({
 
 export const listApiKeysQuery = z.object({
   ...paginationQuery,
-  name: z.string().min(1).max(255).optional().describe('Only keys with exactly this name'),
-  query: z
-    .string()
-    .min(1)
-    .max(255)
+  name: lookupText.optional().describe('Only keys with exactly this name'),
+  query: lookupText
     .optional()
     .describe('Substring of the name, creator or project; or an id or masked key, exact or by prefix'),
   status: z.enum(['active', 'deleted', 'all']).optional().describe('active (default; includes expired keys), deleted or all'),

@@ -126,6 +126,18 @@ export async function rotateKey(
   return inTransaction(db, async (tx) => {
     const old = await findApiKey(tx, auth.orgId, id, { includeDeleted: false });
     if (!old) throw notFound('API key', id);
+    if (old.project_id) {
+      // An expired key may outlive its project (only live keys keep a project from being
+      // deleted); its successor must not land in a deleted project. The share lock also
+      // keeps a concurrent project delete from missing the new key.
+      const project = await shareLockLiveProject(tx, auth.orgId, old.project_id);
+      if (project?.id !== old.project_id) {
+        throw conflict(
+          'project_deleted',
+          `The key's project ${JSON.stringify(old.project_name ?? old.project_id)} was deleted; create a new key instead`,
+        );
+      }
+    }
     const now = clock.now();
     const lifetimeDays = input.days_to_expire === undefined ? old.lifetime_days : input.days_to_expire;
     const graceDays = input.expire_in_days ?? DEFAULT_ROTATION_GRACE_DAYS;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { paginationQuery } from '../../http/pagination.js';
+import { lookupText } from '../../http/schemas.js';
 
 const projectName = z
   .string()
@@ -17,12 +18,12 @@ export const updateProjectBody = z
   .strictObject({ name: projectName.optional(), status: projectStatus.optional().describe('active or archived') })
   .meta({ id: 'UpdateProjectRequest' });
 
-export const projectIdParams = z.object({ id: z.string().min(1).max(255).describe('Project id or name') });
+export const projectIdParams = z.object({ id: lookupText.describe('Project id or name') });
 
 export const listProjectsQuery = z.object({
   ...paginationQuery,
-  name: z.string().min(1).max(255).optional().describe('Exact name, case- and accent-insensitive'),
-  query: z.string().min(1).max(255).optional().describe('Substring of the name, or an exact id'),
+  name: lookupText.optional().describe('Exact name, case- and accent-insensitive'),
+  query: lookupText.optional().describe('Substring of the name, or an exact id'),
 });
 
 export const projectSchema = z

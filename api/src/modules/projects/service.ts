@@ -7,7 +7,7 @@ import {
   findProject,
   getLimits,
   insertProject,
-  lockProject,
+  lockLiveProject,
   softDeleteProject,
   updateLimits,
   updateProject,
@@ -57,7 +57,9 @@ export async function changeProject(
   change: { name?: string | undefined; status?: 'active' | 'archived' | undefined },
 ): Promise<ProjectRow> {
   const row = await getProject(deps, auth, idOrName);
-  return uniqueName(change.name, () => updateProject(deps.db, row.id, { ...change, now: deps.clock.now() }));
+  const updated = await uniqueName(change.name, () => updateProject(deps.db, row.id, { ...change, now: deps.clock.now() }));
+  if (!updated) throw notFound('Project', idOrName);
+  return updated;
 }
 
 /**
@@ -67,8 +69,7 @@ export async function changeProject(
 export async function deleteProject(deps: Deps, auth: AuthContext, idOrName: string): Promise<void> {
   await inTransaction(deps.db, async (tx) => {
     const row = await findProject(tx, auth.orgId, idOrName);
-    if (!row) throw notFound('Project', idOrName);
-    await lockProject(tx, row.id);
+    if (!row || !(await lockLiveProject(tx, row.id))) throw notFound('Project', idOrName);
     if (row.is_default) {
       throw conflict('default_project', 'The default project cannot be deleted; org-wide keys fall back to it');
     }

@@ -78,30 +78,36 @@ export async function listProjects(
   return rows;
 }
 
+/** Updates a live project; undefined when it was deleted meanwhile. */
 export async function updateProject(
   db: Queryable,
   id: string,
   change: { name?: string | undefined; status?: 'active' | 'archived' | undefined; now: Date },
-): Promise<ProjectRow> {
+): Promise<ProjectRow | undefined> {
   const { rows } = await db.query<ProjectRow>(
     `UPDATE projects SET
         name = COALESCE($2, name),
         name_key = COALESCE($3, name_key),
         status = COALESCE($4, status),
         updated_at = $5
-      WHERE id = $1 RETURNING ${COLUMNS}`,
+      WHERE id = $1 AND deleted_at IS NULL RETURNING ${COLUMNS}`,
     [id, change.name ?? null, change.name === undefined ? null : foldName(change.name), change.status ?? null, change.now],
   );
-  return rows[0]!;
+  return rows[0];
 }
 
 export async function softDeleteProject(db: Queryable, id: string, now: Date): Promise<void> {
   await db.query('UPDATE projects SET deleted_at = $2, updated_at = $2 WHERE id = $1', [id, now]);
 }
 
-/** Locks the project row so a delete and a concurrent resource create serialise. */
-export async function lockProject(db: Queryable, id: string): Promise<void> {
-  await db.query('SELECT 1 FROM projects WHERE id = $1 FOR UPDATE', [id]);
+/**
+ * Locks a live project row so a delete and a concurrent resource create serialise.
+ * False when the project was deleted meanwhile (the condition is re-checked once the
+ * lock is held).
+ */
+export async function lockLiveProject(db: Queryable, id: string): Promise<boolean> {
+  const { rowCount } = await db.query('SELECT 1 FROM projects WHERE id = $1 AND deleted_at IS NULL FOR UPDATE', [id]);
+  return rowCount === 1;
 }
 
 export async function getLimits(db: Queryable, projectId: string): Promise<LimitsRow> {
