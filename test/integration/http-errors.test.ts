@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixedClock } from '../../api/src/clock.js';
-import type { HttpResponse } from '../support/http.js';
+import { errorFields, type HttpResponse } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
-/** The `field` of every detail of an error response. */
-const fields = (res: HttpResponse): string[] =>
-  (res.body as { details: Array<{ field: string }> }).details.map((d) => d.field);
+const fields = errorFields;
 
 const MAX_BODY = 1024;
 

@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixedClock } from '../../api/src/clock.js';
-import type { HttpResponse } from '../support/http.js';
+import { errorFields } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
-/** The `field` of every detail of an error response. */
-const fields = (res: HttpResponse): string[] =>
-  (res.body as { details: Array<{ field: string }> }).details.map((d) => d.field);
+const fields = errorFields;
 
 const ORG_LIMIT = 50;
 const NO_CAPS = { max_concurrent_sessions: null, max_concurrent_invocations: null, max_pooled_sessions: null };

@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixedClock } from '../../api/src/clock.js';
-import type { HttpClient, HttpResponse } from '../support/http.js';
+import { errorFields, type HttpClient } from '../support/http.js';
 import { startTestApp, type Tenant, type TestApp } from '../support/test-app.js';
 
-/** The `field` of every detail of an error response. */
-const fields = (res: HttpResponse): string[] =>
-  (res.body as { details: Array<{ field: string }> }).details.map((d) => d.field);
+const fields = errorFields;
 
 interface Project {
   id: string;

@@ -1,11 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixedClock } from '../../api/src/clock.js';
-import type { HttpClient, HttpResponse } from '../support/http.js';
+import { errorFields, type HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
-/** The `field` of every detail of an error response. */
-const fields = (res: HttpResponse): string[] =>
-  (res.body as { details: Array<{ field: string }> }).details.map((d) => d.field);
+const fields = errorFields;
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 

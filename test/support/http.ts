@@ -55,3 +55,7 @@ export class HttpClient {
     return { status: res.status, headers: res.headers, body: parsed as T, text };
   }
 }
+
+/** The `field` of every detail of an error response. */
+export const errorFields = (res: HttpResponse): string[] =>
+  (res.body as { details: Array<{ field: string }> }).details.map((d) => d.field);
