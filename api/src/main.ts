@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 import { ConfigError, configHelp, parseConfig } from './config.js';
 import { createLogger } from './logger.js';
-import { startService } from './service.js';
+import { startService, type RunningService } from './service.js';
 
 /** The composition root: configuration is parsed here and nowhere else. */
 async function main(): Promise<void> {
@@ -21,25 +21,44 @@ async function main(): Promise<void> {
     throw error;
   }
   const log = createLogger(config.LOG_LEVEL);
-  const service = await startService(config, log);
 
-  let stopping = false;
-  const onSignal = (signal: NodeJS.Signals) => {
-    if (stopping) {
-      log.warn({ signal }, 'second signal during shutdown: exiting now');
-      process.exit(1);
-    }
-    stopping = true;
-    service.stop(signal).then(
-      () => process.exit(0),
+  // The handlers go in before start-up: a supervisor may signal as soon as the listening
+  // line is out, and a signal with no handler kills the process and leaves Postgres running.
+  const state: { service?: RunningService; stopRequested?: NodeJS.Signals } = {};
+  const shutdown = (running: RunningService, signal: NodeJS.Signals) => {
+    running.stop(signal).then(
+      () => exitWhenIdle(0),
       (error: unknown) => {
         log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
+        exitWhenIdle(1);
       },
     );
   };
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (state.stopRequested) {
+      log.warn({ signal }, 'second signal during shutdown: exiting now');
+      process.exit(1);
+    }
+    state.stopRequested = signal;
+    if (state.service) shutdown(state.service, signal);
+    else log.info({ signal }, 'signal during start-up: stopping once started');
+  };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+
+  state.service = await startService(config, log);
+  if (state.stopRequested) shutdown(state.service, state.stopRequested);
+}
+
+/**
+ * Ends the process by letting the event loop empty, so pino's asynchronous writes finish
+ * in order. process.exit() right after the last log line makes pino's exit hook write its
+ * buffer while an earlier write is still in flight, which puts 'stopped' before 'shutting
+ * down' (or drops lines). Should some handle keep the loop alive, exit anyway.
+ */
+function exitWhenIdle(code: number): void {
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), 5000).unref();
 }
 
 main().catch((error: unknown) => {

