@@ -1,6 +1,10 @@
 import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
+import type { Sealer } from './crypto/sealer.js';
 import type { Db, Queryable } from './db/pool.js';
+import type { EventHub } from './events/hub.js';
+import type { ProxySettings } from './modules/proxies/upstreams.js';
+import type { ProfileStore } from './ports/profile-store.js';
 
 /** Counts what still lives in a project; a project with any of it cannot be deleted. */
 export type ProjectResourceCounter = (
@@ -21,4 +25,10 @@ export interface AppDeps {
   log: Logger;
   settings: AppSettings;
   projectResources: ProjectResourceCounter[];
+  /** Seals secrets at rest (credential values, TOTP secrets, proxy passwords). */
+  sealer: Sealer;
+  /** Change notifications across replicas (LISTEN/NOTIFY). */
+  events: EventHub;
+  proxy: ProxySettings;
+  profileStore: ProfileStore;
 }

@@ -9,9 +9,8 @@ import { buildOpenApiDocument } from './http/openapi.js';
 import { PAGINATION_HEADERS } from './http/pagination.js';
 import type { RouteDef } from './http/route.js';
 import { mountRoutes } from './http/router.js';
-import { apiKeyRoutes } from './modules/api-keys/routes.js';
 import { healthRoutes, type Lifecycle } from './modules/health/routes.js';
-import { projectRoutes } from './modules/projects/routes.js';
+import { apiModules } from './modules/registry.js';
 
 export const API_VERSION = '0.1.0';
 
@@ -40,8 +39,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
       metricsText: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
       openapi: () => openapi,
     }),
-    ...apiKeyRoutes(deps),
-    ...projectRoutes(deps),
+    ...apiModules.flatMap((module) => module.routes(deps)),
   );
   // Built once; the route above serves it (the closure runs only after this line).
   const openapi = buildOpenApiDocument(routes, API_VERSION);

@@ -42,6 +42,17 @@ export const configSchema = z.object({
     .default(10000)
     .describe('How long shutdown waits for in-flight requests before closing connections'),
   DATABASE_POOL_MAX: positiveInt(1000).default(10).describe('Largest number of Postgres connections the pool opens'),
+  BROWSERPLANE_ENCRYPTION_KEY: optionalString
+    .describe('32-byte key (base64 or hex) sealing secrets at rest; when unset, one is generated into the data dir'),
+  BROWSERPLANE_PROFILE_DIR: optionalString.describe('Where browser profiles are stored (default: <data dir>/profiles)'),
+  BROWSERPLANE_PROXY_UPSTREAMS: optionalString.describe(
+    'JSON array of upstream proxies that serve the managed proxy types (see docs/PROXIES.md)',
+  ),
+  BROWSERPLANE_PROXY_UPSTREAMS_FILE: optionalString.describe('A file holding that JSON array instead'),
+  BROWSERPLANE_PROXY_CHECK_URL: z
+    .url({ protocol: /^https?$/ })
+    .default('https://api.ipify.org/')
+    .describe('URL a proxy check fetches through the proxy; it must answer with the egress IP'),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')
@@ -57,6 +68,8 @@ export class ConfigError extends Error {
   }
 }
 
+const SECRET_VARIABLES = new Set(['BROWSERPLANE_API_KEY', 'DATABASE_URL', 'BROWSERPLANE_ENCRYPTION_KEY', 'BROWSERPLANE_PROXY_UPSTREAMS']);
+
 /** Parses the environment; every invalid variable is reported together. */
 export function parseConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config {
   const known = Object.fromEntries(Object.keys(configSchema.shape).map((k) => [k, env[k]]));
@@ -65,7 +78,7 @@ export function parseConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config
     const problems = result.error.issues.map((issue) => {
       const name = String(issue.path[0] ?? '?');
       const given = env[name];
-      const shown = name === 'BROWSERPLANE_API_KEY' || name === 'DATABASE_URL' ? '(hidden)' : JSON.stringify(given);
+      const shown = SECRET_VARIABLES.has(name) ? '(hidden)' : JSON.stringify(given);
       return `${name}: ${issue.message} (given ${shown}; expected ${describeExpected(name)})`;
     });
     throw new ConfigError(problems);

@@ -1,6 +1,7 @@
 import { mkdir } from 'node:fs/promises';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import type { Express } from 'express';
 import type { Logger } from 'pino';
 import type { AppDeps } from './app-deps.js';
@@ -10,8 +11,12 @@ import type { Config } from './config.js';
 import { EmbeddedPostgres } from './db/embedded-postgres.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
-import { countProjectApiKeys } from './modules/api-keys/service.js';
+import { createSealer, loadEncryptionKey } from './crypto/sealer.js';
+import { createPgEventHub } from './events/hub.js';
 import { ADMIN_KEY_FILE, bootstrap } from './modules/orgs/bootstrap.js';
+import { loadProxyUpstreams } from './modules/proxies/upstreams.js';
+import { allProjectResources } from './modules/registry.js';
+import { createFileProfileStore } from './storage/file-profile-store.js';
 
 export interface RunningService {
   url: string;
@@ -39,7 +44,14 @@ export async function startService(config: Config, log: Logger): Promise<Running
         maxBodyBytes: config.BROWSERPLANE_MAX_BODY_BYTES,
         orgMaxConcurrentSessions: config.BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS,
       },
-      projectResources: [countProjectApiKeys],
+      projectResources: allProjectResources(),
+      sealer: createSealer(await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir)),
+      events: createPgEventHub(databaseUrl, db, log),
+      proxy: {
+        upstreams: await loadProxyUpstreams(config.BROWSERPLANE_PROXY_UPSTREAMS, config.BROWSERPLANE_PROXY_UPSTREAMS_FILE),
+        checkUrl: config.BROWSERPLANE_PROXY_CHECK_URL,
+      },
+      profileStore: createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
     };
     const boot = await bootstrap(
       db,
@@ -66,6 +78,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
         log.info({ reason }, 'shutting down: draining requests');
         lifecycle.draining = true;
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
+        await deps.events.close();
         await db.end();
         await embedded?.stop();
         log.info('stopped');

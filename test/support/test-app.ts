@@ -5,7 +5,16 @@ import type { AppDeps, AppSettings } from '../../api/src/app-deps.js';
 import { buildApp } from '../../api/src/app.js';
 import { FixedClock, type Clock } from '../../api/src/clock.js';
 import { createLogger } from '../../api/src/logger.js';
-import { countProjectApiKeys, issueApiKey } from '../../api/src/modules/api-keys/service.js';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createSealer } from '../../api/src/crypto/sealer.js';
+import { createPgEventHub } from '../../api/src/events/hub.js';
+import { issueApiKey } from '../../api/src/modules/api-keys/service.js';
+import type { ProxySettings } from '../../api/src/modules/proxies/upstreams.js';
+import { allProjectResources } from '../../api/src/modules/registry.js';
+import { createFileProfileStore } from '../../api/src/storage/file-profile-store.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
 import { insertProject } from '../../api/src/modules/projects/store.js';
 import { freshDatabase, type TestDatabase } from './database.js';
@@ -40,16 +49,22 @@ export interface TestApp {
  * is injectable; by default it is the real one.
  */
 export async function startTestApp(
-  options: { clock?: Clock; settings?: Partial<AppSettings>; log?: Logger } = {},
+  options: { clock?: Clock; settings?: Partial<AppSettings>; log?: Logger; proxy?: Partial<ProxySettings> } = {},
 ): Promise<TestApp> {
   const database = await freshDatabase();
   const clock = options.clock ?? new FixedClock(new Date());
+  const profileDir = await mkdtemp(path.join(os.tmpdir(), 'browserplane-test-profiles-'));
+  const log = options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const deps: AppDeps = {
     db: database.db,
     clock,
-    log: options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent'),
+    log,
     settings: { maxBodyBytes: 64 * 1024, orgMaxConcurrentSessions: 50, ...options.settings },
-    projectResources: [countProjectApiKeys],
+    projectResources: allProjectResources(),
+    sealer: createSealer(randomBytes(32)),
+    events: createPgEventHub(database.url, database.db, log),
+    proxy: { upstreams: [], checkUrl: 'http://127.0.0.1:9/unused', ...options.proxy },
+    profileStore: createFileProfileStore(profileDir),
   };
   const { app } = buildApp(deps);
   const server = await new Promise<Server>((resolve) => {
@@ -90,7 +105,9 @@ export async function startTestApp(
     async close() {
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
+      await deps.events.close();
       await database.drop();
+      await rm(profileDir, { recursive: true, force: true });
     },
   };
 }

@@ -1,0 +1,22 @@
+import type { AppDeps, ProjectResourceCounter } from '../app-deps.js';
+import type { RouteDef } from '../http/route.js';
+import { apiKeyRoutes } from './api-keys/routes.js';
+import { countProjectApiKeys } from './api-keys/service.js';
+import { projectRoutes } from './projects/routes.js';
+
+/**
+ * Every resource module: its routes and what it counts toward "the project is not empty".
+ * The one place a new module is added.
+ */
+export interface ApiModule {
+  name: string;
+  routes(deps: AppDeps): RouteDef[];
+  projectResources?: ProjectResourceCounter[];
+}
+
+export const apiModules: ApiModule[] = [
+  { name: 'api-keys', routes: apiKeyRoutes, projectResources: [countProjectApiKeys] },
+  { name: 'projects', routes: projectRoutes },
+];
+
+export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

@@ -1,0 +1,25 @@
+import type { Readable } from 'node:stream';
+
+/**
+ * The ProfileStore port: where browser profiles (Chromium user-data dirs) live between
+ * sessions. Embedded mode keeps them as directories under the data dir
+ * (storage/file-profile-store.ts); a Kubernetes deployment backs the same interface with
+ * a volume or object storage. Sessions restore a profile into a fresh user-data dir at
+ * start and save it back at the end; the API streams it as a tar for download.
+ */
+export interface ProfileRef {
+  orgId: string;
+  projectId: string;
+  profileId: string;
+}
+
+export interface ProfileStore {
+  /** Copies the stored profile into `targetDir` (empty or missing); false when nothing is stored yet. */
+  restoreInto(ref: ProfileRef, targetDir: string): Promise<boolean>;
+  /** Replaces the stored profile with the contents of `sourceDir`, atomically. */
+  saveFrom(ref: ProfileRef, sourceDir: string): Promise<{ sizeBytes: number }>;
+  /** A tar of the stored files (paths relative to the profile root), or undefined when nothing is stored. */
+  exportTar(ref: ProfileRef): Promise<Readable | undefined>;
+  /** Removes the stored profile; succeeds when there is none. */
+  delete(ref: ProfileRef): Promise<void>;
+}
