@@ -2,7 +2,11 @@ import type { AppDeps, ProjectResourceCounter } from '../app-deps.js';
 import type { RouteDef } from '../http/route.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import { countProjectApiKeys } from './api-keys/service.js';
+import { credentialsModule } from './credentials/module.js';
+import { invocationsModule } from './invocations/module.js';
+import { profilesModule } from './profiles/module.js';
 import { projectRoutes } from './projects/routes.js';
+import { proxiesModule } from './proxies/module.js';
 
 /**
  * Every resource module: its routes and what it counts toward "the project is not empty".
@@ -17,6 +21,10 @@ export interface ApiModule {
 export const apiModules: ApiModule[] = [
   { name: 'api-keys', routes: apiKeyRoutes, projectResources: [countProjectApiKeys] },
   { name: 'projects', routes: projectRoutes },
+  invocationsModule,
+  proxiesModule,
+  credentialsModule,
+  profilesModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

@@ -1,0 +1,3 @@
+import type { ApiModule } from '../registry.js';
+
+export const credentialsModule: ApiModule = { name: 'credentials', routes: () => [] };

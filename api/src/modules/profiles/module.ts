@@ -1,0 +1,3 @@
+import type { ApiModule } from '../registry.js';
+
+export const profilesModule: ApiModule = { name: 'profiles', routes: () => [] };
