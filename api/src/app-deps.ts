@@ -31,4 +31,9 @@ export interface AppDeps {
   events: EventHub;
   proxy: ProxySettings;
   profileStore: ProfileStore;
+  /**
+   * Aborted when shutdown begins. Long-lived responses (event streams) end themselves on
+   * it, so draining does not wait for them until the shutdown deadline.
+   */
+  shutdown: AbortSignal;
 }

@@ -36,6 +36,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     await migrate(databaseUrl, log);
     const db = createPool(databaseUrl, config.DATABASE_POOL_MAX);
     db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));
+    const shutdown = new AbortController();
     const deps: AppDeps = {
       db,
       clock: systemClock,
@@ -52,6 +53,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
         checkUrl: config.BROWSERPLANE_PROXY_CHECK_URL,
       },
       profileStore: createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
+      shutdown: shutdown.signal,
     };
     const boot = await bootstrap(
       db,
@@ -77,6 +79,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       async stop(reason) {
         log.info({ reason }, 'shutting down: draining requests');
         lifecycle.draining = true;
+        shutdown.abort();
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
         await deps.events.close();
         await db.end();

@@ -55,6 +55,7 @@ export async function startTestApp(
   const clock = options.clock ?? new FixedClock(new Date());
   const profileDir = await mkdtemp(path.join(os.tmpdir(), 'browserplane-test-profiles-'));
   const log = options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
+  const shutdown = new AbortController();
   const deps: AppDeps = {
     db: database.db,
     clock,
@@ -65,6 +66,7 @@ export async function startTestApp(
     events: createPgEventHub(database.url, database.db, log),
     proxy: { upstreams: [], checkUrl: 'http://127.0.0.1:9/unused', ...options.proxy },
     profileStore: createFileProfileStore(profileDir),
+    shutdown: shutdown.signal,
   };
   const { app } = buildApp(deps);
   const server = await new Promise<Server>((resolve) => {
@@ -103,6 +105,7 @@ export async function startTestApp(
     newTenant,
     client,
     async close() {
+      shutdown.abort();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
       await deps.events.close();

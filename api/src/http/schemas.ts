@@ -44,7 +44,5 @@ export const lookupText = z
 /** A query-string boolean: `true`/`false` (also 1/0, yes/no). */
 export const queryBoolean = z.stringbool();
 
-export const timestamp = z.iso.datetime({ offset: true });
-
-export const idParam = (description: string) =>
-  z.object({ id: z.string().min(1).max(255).describe(description) });
+/** A timestamp in a response: RFC 3339 text, as Date.toISOString() writes it. */
+export const timestamp = z.string().describe('RFC 3339 timestamp');

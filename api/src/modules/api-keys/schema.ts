@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { paginationQuery } from '../../http/pagination.js';
-import { labelSchema, lookupText, queryBoolean } from '../../http/schemas.js';
+import { labelSchema, lookupText, queryBoolean, timestamp } from '../../http/schemas.js';
 
 const daysToExpire = z
   .number()
@@ -58,8 +58,6 @@ export const listApiKeysQuery = z.object({
   sort_by: z.enum(['created_at', 'name', 'expires_at']).default('created_at').describe('Sort field (default created_at)'),
   sort_direction: z.enum(['asc', 'desc']).default('desc').describe('Sort direction (default desc)'),
 });
-
-const timestamp = z.string().describe('RFC 3339 timestamp');
 
 export const apiKeySchema = z
   .object({
