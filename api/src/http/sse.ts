@@ -1,0 +1,90 @@
+import type { Request, Response } from 'express';
+import { Session } from 'better-sse';
+
+/**
+ * Server-Sent Events as the SDK decodes them (CONTRACT §12.5): every frame is
+ * `event: <name>` plus one `data:` line holding a JSON object whose own `event` field
+ * names it; heartbeats are JSON frames too; the server ends the stream by closing the
+ * response, never with a `[DONE]` sentinel. better-sse does the framing, headers and
+ * disconnect detection; its comment keep-alive and `retry:` preamble are turned off,
+ * since these streams declare JSON heartbeats.
+ */
+
+export interface SseFrame {
+  event: string;
+  [field: string]: unknown;
+}
+
+export interface SseStream {
+  /** Sends one frame; a no-op once the stream is closed. */
+  send(frame: SseFrame): void;
+  /** Ends the response (idempotent). */
+  close(): void;
+  readonly closed: boolean;
+  /** Runs once when the stream ends, whoever ended it (client, server, shutdown). */
+  onClose(listener: () => void): void;
+}
+
+export interface OpenSseOptions {
+  /** Interval of the heartbeat frame, in ms. */
+  heartbeatMs: number;
+  /** The heartbeat frame, built at each beat. */
+  heartbeat: () => SseFrame;
+  /**
+   * Aborted when the service shuts down: the stream then sends a last `error` frame
+   * (code `server_shutting_down`) and ends, so draining does not wait on it.
+   */
+  shutdown: AbortSignal;
+}
+
+/** Starts the event stream on `res`: sends the 200 head at once and resolves when it is writable. */
+export async function openSseStream(req: Request, res: Response, options: OpenSseOptions): Promise<SseStream> {
+  const session = new Session(req, res, {
+    keepAlive: null,
+    retry: null,
+    trustClientEventId: false,
+    headers: { 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no' },
+  });
+  await new Promise<void>((resolve) => session.once('connected', resolve));
+
+  const listeners: Array<() => void> = [];
+  let closed = false;
+  const finish = () => {
+    if (closed) return;
+    closed = true;
+    clearInterval(timer);
+    options.shutdown.removeEventListener('abort', onShutdown);
+    for (const listener of listeners.splice(0)) listener();
+  };
+  const stream: SseStream = {
+    send(frame) {
+      if (closed || !session.isConnected) return;
+      // No id: the SDK ignores ids and these streams cannot be resumed.
+      session.push(frame, frame.event, '');
+    },
+    close() {
+      if (!res.writableEnded) res.end();
+      finish();
+    },
+    get closed() {
+      return closed;
+    },
+    onClose(listener) {
+      if (closed) listener();
+      else listeners.push(listener);
+    },
+  };
+  const timer = setInterval(() => stream.send(options.heartbeat()), options.heartbeatMs);
+  const onShutdown = () => {
+    stream.send({
+      event: 'error',
+      error: { code: 'server_shutting_down', message: 'The server is shutting down; reconnect to another instance' },
+      timestamp: new Date().toISOString(),
+    });
+    stream.close();
+  };
+  options.shutdown.addEventListener('abort', onShutdown, { once: true });
+  session.once('disconnected', finish);
+  if (!session.isConnected || options.shutdown.aborted) onShutdown();
+  return stream;
+}

@@ -1,0 +1,170 @@
+import type { AppDeps } from '../../app-deps.js';
+import type { AuthContext } from '../../http/auth-context.js';
+import { requireProject } from '../../http/auth-context.js';
+import { page, paginationResponseHeaders } from '../../http/pagination.js';
+import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
+import { errorResponses } from '../../http/standard-responses.js';
+import { noInvocationBrowsers, type InvocationBrowsers } from './browsers.js';
+import { followInvocation } from './events.js';
+import {
+  createInvocationBody,
+  followInvocationQuery,
+  invocationBrowsersSchema,
+  invocationCreatedSchema,
+  invocationEventSchema,
+  invocationIdParams,
+  invocationSchema,
+  listInvocationsQuery,
+  updateInvocationBody,
+} from './schema.js';
+import { createInvocation, getInvocation, presentInvocation, presentInvocationCreated, updateInvocation } from './service.js';
+import { resolveSince } from './since.js';
+import { listInvocations, type Scope } from './store.js';
+
+const tags = ['Invocations'];
+
+export const DEFAULT_HEARTBEAT_MS = 15_000;
+
+export interface InvocationRouteOptions {
+  /** Interval of `sse_heartbeat` frames on event streams (default 15 s). */
+  heartbeatMs?: number;
+  /** The browsers invocations own (default: none, until browser sessions exist). */
+  browsers?: InvocationBrowsers;
+}
+
+const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
+
+export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions = {}): RouteDef[] {
+  const { db } = deps;
+  const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+  const browsers = options.browsers ?? noInvocationBrowsers;
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/invocations',
+      operationId: 'createInvocation',
+      summary: 'Invoke an action: records a queued invocation for whoever runs the action',
+      description:
+        'async true answers 202, otherwise 200; either way the invocation is queued, since no action runtime runs here. ' +
+        'The project’s max_concurrent_invocations caps queued and running invocations (429 concurrency_limit_exceeded).',
+      tags,
+      auth: 'project',
+      body: createInvocationBody,
+      responses: {
+        200: { description: 'Created (sync request), queued', schema: invocationCreatedSchema },
+        202: { description: 'Created (async request), queued', schema: invocationCreatedSchema },
+        ...errorResponses(400, 404, 429),
+      },
+      handler: async ({ body, auth }) => {
+        const row = await createInvocation(deps, scopeOf(auth), body);
+        return json(presentInvocationCreated(row), body.async === true ? 202 : 200);
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/invocations',
+      operationId: 'listInvocations',
+      summary: 'List invocations, newest first',
+      tags,
+      auth: 'project',
+      query: listInvocationsQuery,
+      responses: {
+        200: { description: 'A page of invocations', schema: invocationSchema.array(), headers: paginationResponseHeaders },
+        ...errorResponses(400),
+      },
+      handler: async ({ query, auth }) => {
+        const rows = await listInvocations(db, scopeOf(auth), {
+          appName: query.app_name,
+          actionName: query.action_name,
+          version: query.version,
+          deploymentId: query.deployment_id,
+          status: query.status,
+          since: query.since === undefined ? undefined : resolveSince(query.since, deps.clock.now()),
+          query: query.query,
+          limit: query.limit,
+          offset: query.offset,
+        });
+        return page(rows, query, presentInvocation);
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/invocations/{id}',
+      operationId: 'getInvocation',
+      summary: 'Get an invocation',
+      tags,
+      auth: 'project',
+      params: invocationIdParams,
+      responses: { 200: { description: 'The invocation', schema: invocationSchema }, ...errorResponses(400, 404) },
+      handler: async ({ params, auth }) => json(presentInvocation(await getInvocation(db, scopeOf(auth), params.id))),
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/invocations/{id}',
+      operationId: 'updateInvocation',
+      summary: 'Finish an invocation (succeeded or failed, which also cancels), or mark it running',
+      tags,
+      auth: 'project',
+      params: invocationIdParams,
+      body: updateInvocationBody,
+      responses: {
+        200: { description: 'The invocation', schema: invocationSchema },
+        ...errorResponses(400, 404, 409),
+      },
+      handler: async ({ params, body, auth }) =>
+        json(presentInvocation(await updateInvocation(deps, scopeOf(auth), params.id, body))),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/invocations/{id}/browsers',
+      operationId: 'listInvocationBrowsers',
+      summary: 'Active browser sessions created within the invocation',
+      tags,
+      auth: 'project',
+      params: invocationIdParams,
+      responses: { 200: { description: 'The sessions', schema: invocationBrowsersSchema }, ...errorResponses(400, 404) },
+      handler: async ({ params, auth }) => {
+        const scope = scopeOf(auth);
+        const invocation = await getInvocation(db, scope, params.id);
+        return json({ browsers: await browsers.listActive(db, scope, invocation.id) });
+      },
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/invocations/{id}/browsers',
+      operationId: 'deleteInvocationBrowsers',
+      summary: 'Delete every browser session created within the invocation',
+      tags,
+      auth: 'project',
+      params: invocationIdParams,
+      responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 404) },
+      handler: async ({ params, auth }) => {
+        const scope = scopeOf(auth);
+        const invocation = await getInvocation(db, scope, params.id);
+        await browsers.deleteAll(scope, invocation.id);
+        return noContent();
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/invocations/{id}/events',
+      operationId: 'followInvocation',
+      summary: 'Server-Sent Events: the invocation’s state now and at each change, until it finishes',
+      description:
+        'Every frame is a data line with a JSON object whose event field names it: invocation_state, sse_heartbeat, error. ' +
+        'The server closes the stream once the invocation is succeeded or failed.',
+      tags,
+      auth: 'project',
+      params: invocationIdParams,
+      query: followInvocationQuery,
+      responses: {
+        200: { description: 'An event stream', schema: invocationEventSchema, contentType: 'text/event-stream' },
+        ...errorResponses(400, 404),
+      },
+      handler: async ({ params, auth, req, res }) => {
+        await followInvocation(deps, scopeOf(auth), params.id, { req, res }, { heartbeatMs });
+        return { kind: 'handled' };
+      },
+    }),
+  ];
+}
