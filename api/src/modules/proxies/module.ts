@@ -1,3 +1,5 @@
 import type { ApiModule } from '../registry.js';
+import { proxyRoutes } from './routes.js';
+import { countProjectProxies } from './service.js';
 
-export const proxiesModule: ApiModule = { name: 'proxies', routes: () => [] };
+export const proxiesModule: ApiModule = { name: 'proxies', routes: proxyRoutes, projectResources: [countProjectProxies] };
