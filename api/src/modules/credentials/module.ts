@@ -1,3 +1,9 @@
 import type { ApiModule } from '../registry.js';
+import { credentialRoutes } from './routes.js';
+import { countProjectCredentials } from './service.js';
 
-export const credentialsModule: ApiModule = { name: 'credentials', routes: () => [] };
+export const credentialsModule: ApiModule = {
+  name: 'credentials',
+  routes: credentialRoutes,
+  projectResources: [countProjectCredentials],
+};

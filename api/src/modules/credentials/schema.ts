@@ -1,0 +1,142 @@
+import { z } from 'zod';
+import { paginationQuery } from '../../http/pagination.js';
+import { lookupText } from '../../http/schemas.js';
+import { normaliseDomain } from './domain.js';
+import { normaliseTotpSecret, totpSecretProblem } from './totp.js';
+
+export const MAX_VALUE_KEYS = 64;
+export const MAX_VALUE_KEY_CHARS = 128;
+export const MAX_VALUE_CHARS = 4096;
+
+const NO_CONTROL = /^[^\p{Cc}]*$/u;
+/** The shape of our credential ids: a name of this shape could be shadowed by an id. */
+export const CREDENTIAL_ID = /^cred_[a-z2-7]{24}$/;
+
+const credentialName = z
+  .string()
+  .trim()
+  .min(1)
+  .refine((s) => [...s].length <= 255, 'must be at most 255 characters')
+  .regex(NO_CONTROL, 'must not contain control characters')
+  .refine((s) => s !== '.' && s !== '..', 'must not be "." or "..", which cannot be used in a URL path')
+  .refine((s) => !CREDENTIAL_ID.test(s), 'must not look like a credential id (cred_ followed by 24 characters)')
+  .describe('Name, 1 to 255 characters, unique in the project (case- and accent-insensitive); usable in place of the id');
+
+const domain = z
+  .string()
+  .max(255)
+  .transform((text, ctx) => {
+    const host = normaliseDomain(text);
+    if (host !== undefined) return host;
+    ctx.addIssue({ code: 'custom', message: 'must be a host name such as example.com, without scheme, port or path' });
+    return z.NEVER;
+  })
+  .describe('Host name the credential is for, e.g. example.com; stored lower-case, IDNs as punycode');
+
+export const valueKey = z
+  .string()
+  .min(1)
+  .max(MAX_VALUE_KEY_CHARS)
+  .regex(NO_CONTROL, 'must not contain control characters')
+  .refine((s) => s.trim() === s, 'must not start or end with whitespace')
+  .refine((s) => s !== '__proto__', 'is reserved')
+  .describe(`Value name, 1 to ${MAX_VALUE_KEY_CHARS} characters, e.g. username or password`);
+
+const valuesRecord = z
+  .record(valueKey, z.string().max(MAX_VALUE_CHARS).describe(`A value, at most ${MAX_VALUE_CHARS} characters`))
+  .refine((values) => Object.keys(values).length <= MAX_VALUE_KEYS, `must hold at most ${MAX_VALUE_KEYS} values`);
+
+/**
+ * zod skips a "__proto__" key of a record silently (no plain object can hold it), which
+ * would drop a value the caller sent; it is refused before the record sees it.
+ */
+const valuesMap = z.preprocess((input, ctx) => {
+  if (typeof input === 'object' && input !== null && Object.prototype.hasOwnProperty.call(input, '__proto__')) {
+    ctx.addIssue({ code: 'custom', path: ['__proto__'], message: 'is reserved and cannot be a value name' });
+  }
+  return input;
+}, valuesRecord);
+
+/** A base32 secret, normalised; "" stays "" (no secret). */
+const totpSecret = z
+  .string()
+  .max(512)
+  .transform((text, ctx) => {
+    const secret = normaliseTotpSecret(text);
+    if (secret === '') return '';
+    const problem = totpSecretProblem(secret);
+    if (problem === undefined) return secret;
+    ctx.addIssue({ code: 'custom', message: problem });
+    return z.NEVER;
+  });
+
+const ssoProvider = z
+  .string()
+  .trim()
+  .max(64)
+  .regex(NO_CONTROL, 'must not contain control characters')
+  .describe('SSO provider whose button is clicked before the values are filled in, e.g. google, github, microsoft');
+
+export const createCredentialBody = z
+  .strictObject({
+    name: credentialName,
+    domain,
+    values: valuesMap
+      .refine((values) => Object.keys(values).length > 0, 'must hold at least one value')
+      .describe(`Value name to value (1 to ${MAX_VALUE_KEYS} entries); sealed at rest, never returned`),
+    sso_provider: ssoProvider.nullable().optional().describe('SSO provider; "" or null for none'),
+    totp_secret: totpSecret.optional().describe('Base32 TOTP secret; spaces and dashes are ignored; "" for none'),
+  })
+  .meta({ id: 'CreateCredentialRequest' });
+
+export const updateCredentialBody = z
+  .strictObject({
+    name: credentialName.optional(),
+    values: valuesMap
+      .optional()
+      .describe('Merged into the stored values: new keys are added, existing ones overwritten'),
+    remove_value_keys: z
+      .array(valueKey)
+      .max(MAX_VALUE_KEYS)
+      .optional()
+      .describe('Value names to remove, applied before values is merged; names not stored are ignored'),
+    sso_provider: ssoProvider.nullable().optional().describe('SSO provider; "" or null removes it'),
+    totp_secret: totpSecret.optional().describe('Base32 TOTP secret, normalised; "" removes it'),
+  })
+  .meta({ id: 'UpdateCredentialRequest' });
+
+export const credentialParams = z.object({ id_or_name: lookupText.describe('Credential id or name') });
+
+export const listCredentialsQuery = z.object({
+  ...paginationQuery,
+  domain: domain.optional().describe('Only credentials for exactly this host name'),
+  query: lookupText.optional().describe('Case-insensitive substring of the name or domain, or an exact id'),
+});
+
+const timestamp = z.string().describe('RFC 3339 timestamp');
+
+export const credentialSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    domain: z.string(),
+    created_at: timestamp,
+    updated_at: timestamp,
+    has_values: z.boolean().describe('Whether any values are stored'),
+    has_totp_secret: z.boolean().describe('Whether a TOTP secret is stored'),
+    sso_provider: z.string().nullable(),
+    value_keys: z
+      .array(z.string())
+      .optional()
+      .describe('Names of the stored values; on single-credential responses only, never in lists'),
+    totp_code: z.string().optional().describe('Current code; only in create/update responses that set a TOTP secret'),
+    totp_code_expires_at: timestamp.optional().describe('When totp_code stops being current; only alongside it'),
+  })
+  .meta({ id: 'Credential' });
+
+export const totpCodeSchema = z
+  .object({
+    code: z.string().describe('Current 6-digit code (RFC 6238, SHA-1, 30-second steps)'),
+    expires_at: timestamp.describe('End of the current 30-second step'),
+  })
+  .meta({ id: 'CredentialTotpCode' });
