@@ -5,7 +5,7 @@ NPM ?= npm
 VITEST := node_modules/.bin/vitest
 DEPS_STAMP := node_modules/.deps-stamp
 
-.PHONY: help run test build deps chromium lint typecheck test-unit test-integration test-e2e bench clean
+.PHONY: help run test build deps system-packages test-packages lint typecheck test-unit test-integration test-e2e bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -16,13 +16,16 @@ $(DEPS_STAMP): package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund
 	@touch $@
 
-chromium: ## Install Debian's Chromium when it is missing (later features launch it)
-	@scripts/ensure-chromium.sh
+system-packages: ## Install the Debian packages the service uses when missing (chromium, zstd)
+	@scripts/ensure-debian-packages.sh chromium=chromium zstd=zstd
+
+test-packages: ## Install the Debian packages the tests use when missing
+	@scripts/ensure-debian-packages.sh zstd=zstd
 
 build: deps ## Compile TypeScript to dist/
 	node_modules/.bin/tsc -p tsconfig.build.json
 
-run: deps chromium build ## Start the service in embedded mode (see --help for settings)
+run: deps system-packages build ## Start the service in embedded mode (see --help for settings)
 	node dist/api/src/main.js
 
 lint: deps ## ESLint with type-aware rules
@@ -34,13 +37,13 @@ typecheck: deps ## Type-check everything, tests included
 test-unit: deps ## Unit tier: no I/O, seconds
 	$(VITEST) run --config test/vitest.unit.ts
 
-test-integration: deps ## Integration tier: the app in-process against a real Postgres
+test-integration: deps test-packages ## Integration tier: the app in-process against a real Postgres
 	$(VITEST) run --config test/vitest.integration.ts
 
-test-e2e: build ## End-to-end tier: the built service started as a user starts it, driven by @onkernel/sdk
+test-e2e: build test-packages ## End-to-end tier: the built service started as a user starts it, driven by @onkernel/sdk
 	$(VITEST) run --config test/vitest.e2e.ts
 
-test: deps ## Everything CI runs: lint, type check, and every test tier
+test: deps test-packages ## Everything CI runs: lint, type check, and every test tier
 	@rm -rf .test-results
 	$(MAKE) --no-print-directory lint typecheck
 	$(MAKE) --no-print-directory test-unit test-integration test-e2e

@@ -16,10 +16,19 @@ export interface ProfileRef {
 export interface ProfileStore {
   /** Copies the stored profile into `targetDir` (empty or missing); false when nothing is stored yet. */
   restoreInto(ref: ProfileRef, targetDir: string): Promise<boolean>;
-  /** Replaces the stored profile with the contents of `sourceDir`, atomically. */
+  /**
+   * Replaces the stored profile with the contents of `sourceDir`, atomically: readers see
+   * the old profile or the new one, never a mix and never nothing. Sockets, FIFOs and
+   * devices in `sourceDir` are skipped; symlinks are kept verbatim.
+   */
   saveFrom(ref: ProfileRef, sourceDir: string): Promise<{ sizeBytes: number }>;
-  /** A tar of the stored files (paths relative to the profile root), or undefined when nothing is stored. */
+  /**
+   * A tar of the stored files (paths relative to the profile root; symlinks stored as
+   * links, never followed), or undefined when nothing is stored. The stream reads the
+   * version that was current when it was asked for, even if a save replaces it meanwhile;
+   * consume it to the end or destroy it, since it keeps that version alive until then.
+   */
   exportTar(ref: ProfileRef): Promise<Readable | undefined>;
-  /** Removes the stored profile; succeeds when there is none. */
+  /** Removes the stored profile; succeeds when there is none. Ids that are not plain tokens are refused. */
   delete(ref: ProfileRef): Promise<void>;
 }

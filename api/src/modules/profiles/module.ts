@@ -1,3 +1,9 @@
 import type { ApiModule } from '../registry.js';
+import { profileRoutes } from './routes.js';
+import { countProjectProfiles } from './service.js';
 
-export const profilesModule: ApiModule = { name: 'profiles', routes: () => [] };
+export const profilesModule: ApiModule = {
+  name: 'profiles',
+  routes: profileRoutes,
+  projectResources: [countProjectProfiles],
+};
