@@ -119,7 +119,7 @@ export async function listApiKeys(db: Queryable, orgId: string, filter: ApiKeyFi
              OR p.name ILIKE '%' || $5 || '%' ESCAPE '\\'
              OR k.id LIKE $5 || '%' ESCAPE '\\'
              OR k.masked_key LIKE $5 || '%' ESCAPE '\\')
-      ORDER BY ${column} ${direction}, k.id ${direction}
+      ORDER BY ${column} ${direction}, k.seq ${direction}
       LIMIT $6 OFFSET $7`,
     [
       orgId,

@@ -64,7 +64,7 @@ export async function listProjects(
       WHERE org_id = $1 AND deleted_at IS NULL
         AND ($2::text IS NULL OR name_key = $2)
         AND ($3::text IS NULL OR name_key LIKE '%' || $3 || '%' ESCAPE '\\' OR id = $4)
-      ORDER BY created_at DESC, id DESC
+      ORDER BY created_at DESC, seq DESC
       LIMIT $5 OFFSET $6`,
     [
       orgId,
