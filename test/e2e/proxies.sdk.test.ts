@@ -3,7 +3,7 @@ import { BadRequestError, NotFoundError } from '@onkernel/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { deadPort, startCheckServer, startForwardProxy, type CheckServer, type ForwardProxy } from '../support/forward-proxy.js';
 import { detailFields, rejection, unique } from './support/sdk.js';
-import { cleanupServices, startService, type RunningService } from './support/service.js';
+import { cleanupServices, collect, startService, type RunningService } from './support/service.js';
 
 const PASSWORD = 'e2e-Proxy-Secret-5d';
 
@@ -100,5 +100,19 @@ describe('proxies through the SDK', () => {
     await rejection(kernel.proxies.retrieve('proxy_missing'), NotFoundError);
     await rejection(kernel.proxies.update('proxy_missing', { name: 'x' }), NotFoundError);
     await rejection(kernel.proxies.check('proxy_missing'), NotFoundError);
+  });
+
+  it('keeps proxies of one project out of another, on every method', async () => {
+    const project = await kernel.projects.create({ name: unique('proxy-iso') });
+    const scoped = service.client(undefined, { projectID: project.id });
+    const mine = await kernel.proxies.create({ type: 'datacenter', name: 'mine' });
+    await rejection(scoped.proxies.retrieve(mine.id!), NotFoundError);
+    await rejection(scoped.proxies.update(mine.id!, { name: 'stolen' }), NotFoundError);
+    await rejection(scoped.proxies.check(mine.id!), NotFoundError);
+    await rejection(scoped.proxies.delete(mine.id!), NotFoundError);
+    const theirs = await scoped.proxies.create({ type: 'datacenter', name: 'theirs' });
+    expect((await collect(scoped.proxies.list())).map((p) => p.id)).toEqual([theirs.id]);
+    expect((await collect(kernel.proxies.list())).map((p) => p.id)).not.toContain(theirs.id);
+    expect((await kernel.proxies.retrieve(mine.id!)).name).toBe('mine');
   });
 });
