@@ -101,6 +101,28 @@ describe('graceful shutdown', () => {
     expectCleanStop(service, 'SIGTERM');
   });
 
+  it('ends open event streams with server_shutting_down instead of waiting for the deadline', async () => {
+    // A deadline far beyond the test's own timeout: only the shutdown signal can end the stream in time.
+    const service = await startService({ env: { BROWSERPLANE_SHUTDOWN_TIMEOUT_MS: '600000' } });
+    const kernel = service.client();
+    const invocation = await kernel.invocations.create({ app_name: 'a', action_name: 'b', version: '1', async: true });
+    const stream = await kernel.invocations.follow(invocation.id);
+    const frames: Array<{ event: string; error?: { code: string } }> = [];
+    const reading = (async () => {
+      for await (const frame of stream) frames.push(frame);
+    })();
+    await eventually(() => frames.length > 0, 10_000, 'the first state frame');
+
+    const exit = await service.stop('SIGTERM');
+    await reading;
+
+    expect(exit).toEqual({ code: 0, signal: null });
+    expect(frames[0]).toMatchObject({ event: 'invocation_state' });
+    expect(frames.at(-1)).toMatchObject({ event: 'error', error: { code: 'server_shutting_down' } });
+    expect(service.logs().some((line) => line.msg === 'requests still open at the shutdown deadline; closing them')).toBe(false);
+    expectCleanStop(service, 'SIGTERM');
+  });
+
   it('on a second signal during the drain exits 1 at once; the next start recovers', async () => {
     const service = await startService();
     const held = await requestInFlight(service, JSON.stringify({ name: unique('abandoned') }));
