@@ -4,41 +4,7 @@ import { FixedClock } from '../../api/src/clock.js';
 import { createLogger } from '../../api/src/logger.js';
 import type { HttpClient, HttpResponse } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-
-// Small helpers; each credentials*.test.ts file keeps its own copy, since only test files
-// belong to this module.
-
-/** A credential as the API shows it. */
-interface Credential {
-  id: string;
-  name: string;
-  domain: string;
-  created_at: string;
-  updated_at: string;
-  has_values: boolean;
-  has_totp_secret: boolean;
-  sso_provider: string | null;
-  value_keys?: string[];
-  totp_code?: string;
-  totp_code_expires_at?: string;
-}
-
-/** RFC 6238 Appendix B's SHA-1 seed "12345678901234567890", in base32. */
-const RFC6238_SECRET = 'GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ';
-
-async function createCredential(http: HttpClient, body: Record<string, unknown>): Promise<Credential> {
-  const res = await http.post('/credentials', { domain: 'example.com', values: { username: 'u', password: 'p' }, ...body });
-  expect(res.status, res.text).toBe(200);
-  return res.body as Credential;
-}
-
-/** Every credential of the project the client acts in. */
-async function allCredentials(http: HttpClient, query = ''): Promise<Credential[]> {
-  const res = await http.get(`/credentials?limit=100${query}`);
-  expect(res.status, res.text).toBe(200);
-  expect(res.headers.get('x-has-more')).toBe('false');
-  return res.body as Credential[];
-}
+import { RFC6238_SECRET, createCredential, allCredentials } from './credentials.fixtures.js';
 
 /** TOTP codes, encryption at rest, secrets kept out of responses and logs, tenant isolation. */
 describe('credentials: secrets and isolation', () => {

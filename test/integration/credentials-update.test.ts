@@ -3,33 +3,7 @@ import { FixedClock } from '../../api/src/clock.js';
 import { openCredentialSecrets } from '../../api/src/modules/credentials/service.js';
 import { errorFields, type HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-
-// Small helpers; each credentials*.test.ts file keeps its own copy, since only test files
-// belong to this module.
-
-/** A credential as the API shows it. */
-interface Credential {
-  id: string;
-  name: string;
-  domain: string;
-  created_at: string;
-  updated_at: string;
-  has_values: boolean;
-  has_totp_secret: boolean;
-  sso_provider: string | null;
-  value_keys?: string[];
-  totp_code?: string;
-  totp_code_expires_at?: string;
-}
-
-/** RFC 6238 Appendix B's SHA-1 seed "12345678901234567890", in base32. */
-const RFC6238_SECRET = 'GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ';
-
-async function createCredential(http: HttpClient, body: Record<string, unknown>): Promise<Credential> {
-  const res = await http.post('/credentials', { domain: 'example.com', values: { username: 'u', password: 'p' }, ...body });
-  expect(res.status, res.text).toBe(200);
-  return res.body as Credential;
-}
+import { type Credential, RFC6238_SECRET, createCredential } from './credentials.fixtures.js';
 
 /** PATCH /credentials/{id_or_name}: the merge rule and every field. */
 describe('credentials: update', () => {

@@ -2,38 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixedClock } from '../../api/src/clock.js';
 import { errorFields, type HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-
-// Small helpers; each credentials*.test.ts file keeps its own copy, since only test files
-// belong to this module.
-
-/** A credential as the API shows it. */
-interface Credential {
-  id: string;
-  name: string;
-  domain: string;
-  created_at: string;
-  updated_at: string;
-  has_values: boolean;
-  has_totp_secret: boolean;
-  sso_provider: string | null;
-  value_keys?: string[];
-  totp_code?: string;
-  totp_code_expires_at?: string;
-}
-
-async function createCredential(http: HttpClient, body: Record<string, unknown>): Promise<Credential> {
-  const res = await http.post('/credentials', { domain: 'example.com', values: { username: 'u', password: 'p' }, ...body });
-  expect(res.status, res.text).toBe(200);
-  return res.body as Credential;
-}
-
-/** Every credential of the project the client acts in. */
-async function allCredentials(http: HttpClient, query = ''): Promise<Credential[]> {
-  const res = await http.get(`/credentials?limit=100${query}`);
-  expect(res.status, res.text).toBe(200);
-  expect(res.headers.get('x-has-more')).toBe('false');
-  return res.body as Credential[];
-}
+import { type Credential, createCredential, allCredentials } from './credentials.fixtures.js';
 
 const namesOf = (items: Credential[]) => items.map((c) => c.name);
 

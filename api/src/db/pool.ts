@@ -43,3 +43,16 @@ export function pgErrorCode(error: unknown): string | undefined {
 }
 
 export const UNIQUE_VIOLATION = '23505';
+
+/**
+ * Runs a write and turns a unique violation into `conflict()`'s error: the database is
+ * the judge of uniqueness (no check-then-insert race), the caller names the conflict.
+ */
+export async function onUniqueViolation<T>(write: () => Promise<T>, conflict: () => Error): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    if (pgErrorCode(error) === UNIQUE_VIOLATION) throw conflict();
+    throw error;
+  }
+}

@@ -1,5 +1,5 @@
 import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
-import { inTransaction, pgErrorCode, UNIQUE_VIOLATION } from '../../db/pool.js';
+import { inTransaction, onUniqueViolation } from '../../db/pool.js';
 import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
@@ -57,13 +57,8 @@ const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: r
 const nameTaken = (name: string) =>
   conflict('credential_name_taken', `A credential named ${JSON.stringify(name)} already exists in this project`);
 
-async function uniqueName<T>(name: string | undefined, write: () => Promise<T>): Promise<T> {
-  try {
-    return await write();
-  } catch (error) {
-    if (name !== undefined && pgErrorCode(error) === UNIQUE_VIOLATION) throw nameTaken(name);
-    throw error;
-  }
+function uniqueName<T>(name: string | undefined, write: () => Promise<T>): Promise<T> {
+  return name === undefined ? write() : onUniqueViolation(write, () => nameTaken(name));
 }
 
 /** "" and null both mean "no SSO provider". */

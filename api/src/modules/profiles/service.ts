@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
-import { inTransaction, pgErrorCode, UNIQUE_VIOLATION } from '../../db/pool.js';
+import { inTransaction, onUniqueViolation } from '../../db/pool.js';
 import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { conflict, notFound } from '../../http/errors.js';
 import type { ProfileRef } from '../../ports/profile-store.js';
@@ -32,15 +32,12 @@ export const scopeOf = (auth: AuthContext): ProjectScope => ({ orgId: auth.orgId
 
 export const refOf = (row: ProfileRow): ProfileRef => ({ orgId: row.org_id, projectId: row.project_id, profileId: row.id });
 
-async function uniqueName<T>(name: string | null, write: () => Promise<T>): Promise<T> {
-  try {
-    return await write();
-  } catch (error) {
-    if (name !== null && pgErrorCode(error) === UNIQUE_VIOLATION) {
-      throw conflict('profile_name_taken', `A profile named ${JSON.stringify(name)} already exists in this project`);
-    }
-    throw error;
-  }
+function uniqueName<T>(name: string | null, write: () => Promise<T>): Promise<T> {
+  return name === null
+    ? write()
+    : onUniqueViolation(write, () =>
+        conflict('profile_name_taken', `A profile named ${JSON.stringify(name)} already exists in this project`),
+      );
 }
 
 /**

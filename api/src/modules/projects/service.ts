@@ -1,5 +1,5 @@
 import type { AppDeps } from '../../app-deps.js';
-import { inTransaction, pgErrorCode, UNIQUE_VIOLATION } from '../../db/pool.js';
+import { inTransaction, onUniqueViolation } from '../../db/pool.js';
 import type { AuthContext } from '../../http/auth-context.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
 import { getOrg, setDefaultProjectSessionCap } from '../orgs/store.js';
@@ -31,13 +31,8 @@ export function presentProject(row: ProjectRow) {
 const nameTaken = (name: string) =>
   conflict('project_name_taken', `A project named ${JSON.stringify(name)} already exists in this organisation`);
 
-async function uniqueName<T>(name: string | undefined, write: () => Promise<T>): Promise<T> {
-  try {
-    return await write();
-  } catch (error) {
-    if (name !== undefined && pgErrorCode(error) === UNIQUE_VIOLATION) throw nameTaken(name);
-    throw error;
-  }
+function uniqueName<T>(name: string | undefined, write: () => Promise<T>): Promise<T> {
+  return name === undefined ? write() : onUniqueViolation(write, () => nameTaken(name));
 }
 
 export async function createProject({ db, clock }: Deps, auth: AuthContext, name: string): Promise<ProjectRow> {
