@@ -1,7 +1,6 @@
-import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FixedClock } from '../../api/src/clock.js';
-import { createLogger } from '../../api/src/logger.js';
+import { CapturedLog } from '../support/captured-log.js';
 import type { HttpClient, HttpResponse } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { RFC6238_SECRET, createCredential, allCredentials } from './credentials.fixtures.js';
@@ -12,7 +11,7 @@ describe('credentials: secrets and isolation', () => {
   let http: HttpClient;
   const START = new Date('2026-06-01T00:00:00Z');
   const clock = new FixedClock(START);
-  const logLines: string[] = [];
+  const captured = new CapturedLog();
   /** Every response body of this file, to search for leaked secrets. */
   const responses: string[] = [];
 
@@ -26,13 +25,7 @@ describe('credentials: secrets and isolation', () => {
   };
 
   beforeAll(async () => {
-    const sink = new Writable({
-      write(chunk: Buffer, _encoding, done) {
-        logLines.push(chunk.toString());
-        done();
-      },
-    });
-    app = await startTestApp({ clock, log: createLogger('trace', sink) });
+    app = await startTestApp({ clock, log: captured.logger() });
     http = app.tenant.http;
   });
   afterAll(async () => app?.close());
@@ -147,8 +140,8 @@ describe('credentials: secrets and isolation', () => {
       record(await http.patch(`/credentials/${ref}`, { totp_secret: `1${SECRET_TOTP}` }));
       record(await http.post('/credentials', `{"name":"x","values":{"password":"${SECRET_PASSWORD}"`));
 
-      expect(logLines.length).toBeGreaterThan(5);
-      const everything = [...responses, ...logLines].join('\n');
+      expect(captured.lines.length).toBeGreaterThan(5);
+      const everything = [...responses, ...captured.lines].join('\n');
       for (const secret of [SECRET_USER, SECRET_PASSWORD, SECRET_TOTP]) {
         expect(everything).not.toContain(secret);
       }

@@ -1,26 +1,13 @@
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '../../api/src/logger.js';
+import { CapturedLog } from '../support/captured-log.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-
-/** Every line the app logs, at the most verbose level, so nothing escapes the check. */
-class CapturedLog extends Writable {
-  readonly lines: string[] = [];
-  override _write(chunk: Buffer, _encoding: string, done: () => void): void {
-    this.lines.push(...chunk.toString('utf8').split('\n').filter(Boolean));
-    done();
-  }
-  entries(): Array<Record<string, any>> {
-    return this.lines.map((line) => JSON.parse(line) as Record<string, any>);
-  }
-}
 
 describe('logging', () => {
   const captured = new CapturedLog();
   let app: TestApp;
 
   beforeAll(async () => {
-    app = await startTestApp({ log: createLogger('trace', captured) });
+    app = await startTestApp({ log: captured.logger() });
   });
   afterAll(async () => app?.close());
 

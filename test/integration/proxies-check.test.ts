@@ -1,18 +1,9 @@
 import { createServer, type Server, type Socket } from 'node:net';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixedClock } from '../../api/src/clock.js';
-import { createLogger } from '../../api/src/logger.js';
 import { deadPort, startCheckServer, startForwardProxy, type CheckServer, type ForwardProxy } from '../support/forward-proxy.js';
+import { CapturedLog } from '../support/captured-log.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-
-class CapturedLog extends Writable {
-  readonly lines: string[] = [];
-  override _write(chunk: Buffer, _encoding: string, done: () => void): void {
-    this.lines.push(chunk.toString('utf8'));
-    done();
-  }
-}
 
 const USER = 'alice';
 const PASSWORD = 'pw-Through-Proxy-91b3';
@@ -37,7 +28,7 @@ describe('proxy check through a real forward proxy', () => {
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     app = await startTestApp({
       clock,
-      log: createLogger('trace', log),
+      log: log.logger(),
       proxy: {
         checkUrl: check.url,
         checkTimeoutMs: TIMEOUT_MS,
@@ -164,7 +155,7 @@ describe('proxy check through a real forward proxy', () => {
   });
 
   it('never writes a proxy password to the log', () => {
-    const all = log.lines.join('');
+    const all = log.text();
     expect(all).toContain('proxy check');
     expect(all).not.toContain(PASSWORD);
     expect(all).not.toContain(encodeURIComponent(PASSWORD));
