@@ -35,12 +35,20 @@ async function main(): Promise<void> {
     const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const project = (await (await post(url, '/org/projects', { name: 'bench' }, auth)).json()) as { id: string };
     for (let i = 0; i < 20; i++) await post(url, '/org/api_keys', { name: `k${i}` }, auth);
+    const credential = (await (
+      await post(url, '/credentials', { name: 'bench', domain: 'example.com', values: { u: 'p' }, totp_secret: 'JBSWY3DPEHPK3PXP' }, auth)
+    ).json()) as { id: string };
+    for (let i = 0; i < 20; i++) {
+      await post(url, '/invocations', { app_name: 'bench', action_name: `a${i}`, version: '1', async: true }, auth);
+    }
 
     let n = 0;
     const scenarios: Scenario[] = [
       { name: 'GET /healthz (baseline: no auth, no database)', path: '/healthz' },
       { name: 'GET /org/projects/{id} (auth + lookup)', path: `/org/projects/${project.id}` },
       { name: 'GET /org/api_keys?limit=20 (auth + list)', path: '/org/api_keys?limit=20' },
+      { name: 'GET /credentials/{id}/totp-code (auth + unseal + TOTP)', path: `/credentials/${credential.id}/totp-code` },
+      { name: 'GET /invocations?limit=20 (auth + project + list)', path: '/invocations?limit=20' },
       { name: 'POST /org/projects (auth + insert)', method: 'POST', path: '/org/projects', body: () => JSON.stringify({ name: `p-${n++}` }) },
     ];
     const rows = [];
