@@ -19,8 +19,8 @@ $(DEPS_STAMP): package.json package-lock.json
 system-packages: ## Install the Debian packages the service uses when missing (chromium, zstd)
 	@scripts/ensure-debian-packages.sh chromium=chromium zstd=zstd
 
-test-packages: ## Install the Debian packages the tests use when missing
-	@scripts/ensure-debian-packages.sh zstd=zstd
+test-packages: ## Install the Debian packages the tests use when missing (zstd, chromium)
+	@scripts/ensure-debian-packages.sh zstd=zstd chromium=chromium
 
 build: deps ## Compile TypeScript to dist/
 	node_modules/.bin/tsc -p tsconfig.build.json
@@ -37,7 +37,7 @@ typecheck: deps ## Type-check everything, tests included
 test-unit: deps ## Unit tier: no I/O, seconds
 	$(VITEST) run --config test/vitest.unit.ts
 
-test-integration: deps test-packages ## Integration tier: the app in-process against a real Postgres
+test-integration: build test-packages ## Integration tier: the app in-process against a real Postgres
 	$(VITEST) run --config test/vitest.integration.ts
 
 test-e2e: build test-packages ## End-to-end tier: the built service started as a user starts it, driven by @onkernel/sdk

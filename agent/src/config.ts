@@ -1,0 +1,95 @@
+import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
+
+/**
+ * The agent is configured by its environment alone, because the same code runs as a
+ * child process of the service and as a pod's container: AGENT_SPEC carries the launch
+ * settings as JSON, the other variables say where to serve and where to work.
+ */
+
+class ConfigError extends Error {}
+
+const fail = (message: string): never => {
+  throw new ConfigError(message);
+};
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const optionalString = (value: unknown, field: string): string | undefined =>
+  value === undefined ? undefined : typeof value === 'string' ? value : fail(`AGENT_SPEC.${field} must be a string`);
+const flag = (value: unknown, field: string, fallback: boolean): boolean =>
+  value === undefined ? fallback : typeof value === 'boolean' ? value : fail(`AGENT_SPEC.${field} must be a boolean`);
+
+/**
+ * Checked by hand rather than with zod: the runtime that writes the spec validated it
+ * already, and zod's import alone costs about 60 ms of every launch here.
+ */
+function parseLaunchSpec(raw: unknown): BrowserLaunchSpec {
+  if (!isObject(raw)) return fail('AGENT_SPEC must be a JSON object');
+  const browserId = typeof raw.browserId === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(raw.browserId) ? raw.browserId : fail('AGENT_SPEC.browserId must match [A-Za-z0-9_-]{1,128}');
+  const viewport = raw.viewport === undefined ? { width: 1920, height: 1080 } : raw.viewport;
+  const dimension = (value: unknown, field: string) =>
+    Number.isInteger(value) && (value as number) > 0 && (value as number) <= 10_000 ? (value as number) : fail(`AGENT_SPEC.viewport.${field} must be a positive integer`);
+  if (!isObject(viewport)) return fail('AGENT_SPEC.viewport must be an object');
+  if (raw.proxy !== undefined && !(isObject(raw.proxy) && typeof raw.proxy.url === 'string')) fail('AGENT_SPEC.proxy.url must be a string');
+  if (raw.labels !== undefined && !(isObject(raw.labels) && Object.values(raw.labels).every((v) => typeof v === 'string'))) fail('AGENT_SPEC.labels must map strings to strings');
+  if (raw.chromePolicy !== undefined && !isObject(raw.chromePolicy)) fail('AGENT_SPEC.chromePolicy must be an object');
+  return {
+    browserId,
+    orgId: optionalString(raw.orgId, 'orgId') ?? '',
+    projectId: optionalString(raw.projectId, 'projectId') ?? '',
+    headless: flag(raw.headless, 'headless', true),
+    stealth: flag(raw.stealth, 'stealth', false),
+    kioskMode: flag(raw.kioskMode, 'kioskMode', false),
+    viewport: { width: dimension(viewport.width, 'width'), height: dimension(viewport.height, 'height') },
+    startUrl: optionalString(raw.startUrl, 'startUrl'),
+    proxy: raw.proxy as BrowserLaunchSpec['proxy'],
+    chromePolicy: (raw.chromePolicy as Record<string, unknown> | undefined) ?? {},
+    profile: raw.profile as BrowserLaunchSpec['profile'],
+    labels: (raw.labels as Record<string, string> | undefined) ?? {},
+  };
+}
+
+function envInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, range: { min: number; max: number }): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  return Number.isInteger(value) && value >= range.min && value <= range.max ? value : fail(`${name} must be an integer in ${range.min}..${range.max}`);
+}
+
+export interface AgentConfig {
+  spec: BrowserLaunchSpec;
+  host: string;
+  /** 0 lets the system choose; the chosen port is in the 'listening' log line. */
+  port: number;
+  /** Per-browser directory (user data, HOME, TMPDIR); removed on shutdown. Default: a fresh temp dir. */
+  workDir?: string;
+  chromePath?: string;
+  /** The unprivileged user Chromium runs as when the agent runs as root. */
+  chromiumUser: string;
+  /** How long Chromium gets to exit after Browser.close before its process group is killed. */
+  shutdownGraceMs: number;
+  /** How long Chromium gets to open its DevTools endpoint. */
+  startTimeoutMs: number;
+  logLevel: string;
+}
+
+export function parseAgentConfig(env: NodeJS.ProcessEnv): AgentConfig {
+  if (!env.AGENT_SPEC) fail('AGENT_SPEC (JSON launch settings) is required');
+  let specJson: unknown;
+  try {
+    specJson = JSON.parse(env.AGENT_SPEC!);
+  } catch {
+    fail('AGENT_SPEC is not valid JSON');
+  }
+  const chromiumUser = env.AGENT_CHROMIUM_USER || 'browserplane';
+  if (!/^[a-z_][a-z0-9_-]*$/.test(chromiumUser)) fail('AGENT_CHROMIUM_USER is not a valid user name');
+  return {
+    spec: parseLaunchSpec(specJson),
+    host: env.AGENT_HOST || '127.0.0.1',
+    port: envInteger(env, 'AGENT_PORT', 0, { min: 0, max: 65535 }),
+    workDir: env.AGENT_WORK_DIR || undefined,
+    chromePath: env.CHROME_PATH || undefined,
+    chromiumUser,
+    shutdownGraceMs: envInteger(env, 'AGENT_SHUTDOWN_GRACE_MS', 5000, { min: 0, max: 600_000 }),
+    startTimeoutMs: envInteger(env, 'AGENT_START_TIMEOUT_MS', 30_000, { min: 1, max: 600_000 }),
+    logLevel: env.LOG_LEVEL || 'info',
+  };
+}

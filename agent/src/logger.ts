@@ -1,0 +1,15 @@
+import { pino, type Logger } from 'pino';
+
+/**
+ * JSON lines on stdout, the same shape as the service's lines, so one log pipeline reads
+ * both. The agent holds proxy credentials: those paths are blanked wherever they appear.
+ */
+export function createAgentLogger(level: string, browserId: string): Logger {
+  return pino({
+    level,
+    base: { service: 'browserplane-agent', browser_id: browserId, pid: process.pid },
+    redact: { paths: ['*.password', 'password', '*.proxy.password', '*.token'], censor: '[redacted]' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+  });
+}

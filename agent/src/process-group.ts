@@ -1,0 +1,65 @@
+import { readFileSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
+
+/**
+ * Chromium is a tree of processes (browser, zygotes, GPU, utilities, renderers) in one
+ * process group, which is how the agent (and the runtime, as a last resort) finds and
+ * kills all of it. Sandboxed renderers live in their own pid namespaces but keep the
+ * group, as seen from ours.
+ */
+
+/** The pids whose process group is `pgid`, read from /proc. */
+export async function processGroupMembers(pgid: number): Promise<number[]> {
+  const members: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => undefined);
+    if (!stat) continue;
+    // Fields after the command name, which may itself contain spaces and parentheses.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(fields[2]) === pgid && fields[0] !== 'Z') members.push(Number(entry));
+  }
+  return members;
+}
+
+/** Signals the whole group; false when it no longer exists. */
+export function signalProcessGroup(pgid: number, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ESRCH') return false;
+    throw error;
+  }
+}
+
+/** Alive and not a zombie: an orphan's zombie lingers when PID 1 does not reap (containers). */
+export function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+/** Resolves true once no live member of the group is left, false after `timeoutMs`. */
+export async function waitForProcessGroupExit(pgid: number, timeoutMs: number): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if ((await processGroupMembers(pgid)).length === 0) return true;
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** SIGKILLs the group and waits (bounded) until the kernel has reaped every member. */
+export async function killProcessGroup(pgid: number): Promise<void> {
+  signalProcessGroup(pgid, 'SIGKILL');
+  await waitForProcessGroupExit(pgid, 5000);
+}

@@ -1,0 +1,99 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { CdpBridge } from './cdp-bridge.js';
+import type { RunningChromium } from './chromium.js';
+
+/**
+ * The agent's one port: health, Chromium's /json/version with the WebSocket URL pointing
+ * back at the agent, the CDP WebSocket on /cdp, and POST /shutdown for the runtime.
+ */
+
+export const CDP_PATH = '/cdp';
+
+export type AgentPhase = 'starting' | 'ready' | 'stopping';
+
+export interface AgentState {
+  browserId: string;
+  phase: () => AgentPhase;
+  chromium: () => RunningChromium | undefined;
+  bridge: CdpBridge;
+  /** Starts the shutdown; `graceMs` overrides the configured grace period for Chromium. */
+  requestShutdown: (reason: string, graceMs?: number) => void;
+}
+
+export function createAgentServer(state: AgentState, log: Logger): http.Server {
+  const server = http.createServer((request, response) => {
+    route(state, request, response).catch((error: unknown) => {
+      log.error({ err: error, url: request.url }, 'request failed');
+      if (!response.headersSent) sendJson(response, 500, { code: 'internal_error', message: 'internal error' });
+      else response.destroy();
+    });
+  });
+  server.on('upgrade', (request: IncomingMessage, socket, head: Buffer) => {
+    const path = new URL(request.url ?? '/', 'http://agent').pathname;
+    if (path !== CDP_PATH) {
+      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
+    state.bridge.handleUpgrade(request, socket, head);
+  });
+  return server;
+}
+
+async function route(state: AgentState, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  const path = new URL(request.url ?? '/', 'http://agent').pathname.replace(/\/+$/, '') || '/';
+  const key = `${request.method} ${path}`;
+  if (key === 'GET /health') return sendJson(response, state.phase() === 'ready' ? 200 : 503, health(state));
+  if (key === 'GET /json/version') return jsonVersion(state, request, response);
+  if (key === 'POST /shutdown') {
+    const body = await readJson(request);
+    const graceMs = typeof body.grace_ms === 'number' && body.grace_ms >= 0 ? body.grace_ms : undefined;
+    sendJson(response, 202, { status: 'stopping' });
+    state.requestShutdown('shutdown requested over HTTP', graceMs);
+    return;
+  }
+  sendJson(response, 404, { code: 'route_not_found', message: `no route for ${key}` });
+}
+
+function health(state: AgentState) {
+  const chromium = state.chromium();
+  const activity = state.bridge.activity();
+  return {
+    status: state.phase(),
+    browser_id: state.browserId,
+    browser: chromium ? { version: chromium.version, pid: chromium.pid, sandbox: chromium.sandbox } : null,
+    connections: activity.connections,
+    idle_since: activity.idleSince?.toISOString() ?? null,
+  };
+}
+
+/** Chromium's answer, with the WebSocket URL rewritten to this agent as the client reached it. */
+function jsonVersion(state: AgentState, request: IncomingMessage, response: ServerResponse): void {
+  const chromium = state.chromium();
+  if (state.phase() !== 'ready' || !chromium) return sendJson(response, 503, { code: 'not_ready', message: 'browser not ready' });
+  const host = request.headers.host ?? `${request.socket.localAddress}:${request.socket.localPort}`;
+  sendJson(response, 200, { ...chromium.versionInfo, webSocketDebuggerUrl: `ws://${host}${CDP_PATH}` });
+}
+
+async function readJson(request: IncomingMessage): Promise<Record<string, unknown>> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > 64 * 1024) break;
+    chunks.push(chunk);
+  }
+  if (chunks.length === 0) return {};
+  try {
+    const parsed: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    return parsed && typeof parsed === 'object' ? (parsed as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+function sendJson(response: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  response.end(text);
+}

@@ -1,0 +1,139 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { open, readdir, readFile } from 'node:fs/promises';
+import net from 'node:net';
+import type { BrowserLaunchSpec } from '../ports/browser-runtime.js';
+
+/**
+ * Starting, probing and reading the agent as a child process. The agent's stdout goes to
+ * a log file, not a pipe: a pipe would break (EPIPE) when the service restarts, and the
+ * agent must outlive the service to be re-adopted.
+ */
+
+export interface AgentHealth {
+  status: 'starting' | 'ready' | 'stopping';
+  browser_id: string;
+  browser: { version: string; pid: number; sandbox: boolean } | null;
+  connections: number;
+  idle_since: string | null;
+}
+
+export interface AgentExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export async function spawnAgent(options: {
+  agentEntry: string;
+  spec: BrowserLaunchSpec;
+  port: number;
+  workDir: string;
+  logFile: string;
+  chromePath?: string;
+  logLevel: string;
+}): Promise<ChildProcess> {
+  const log = await open(options.logFile, 'a', 0o600);
+  try {
+    // Only what the agent needs: the service's environment holds database URLs and keys.
+    const env: NodeJS.ProcessEnv = {
+      PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
+      LANG: process.env.LANG ?? 'C.UTF-8',
+      AGENT_SPEC: JSON.stringify(options.spec),
+      AGENT_HOST: '127.0.0.1',
+      AGENT_PORT: String(options.port),
+      AGENT_WORK_DIR: options.workDir,
+      LOG_LEVEL: options.logLevel,
+      ...(options.chromePath ? { CHROME_PATH: options.chromePath } : {}),
+    };
+    const child = spawn(process.execPath, [options.agentEntry], {
+      // Its own process group, so terminate can kill the agent and anything it left.
+      detached: true,
+      stdio: ['ignore', log.fd, log.fd],
+      env,
+    });
+    // The service may exit (or restart) without waiting for its browsers.
+    child.unref();
+    return child;
+  } finally {
+    await log.close();
+  }
+}
+
+export async function fetchHealth(agentUrl: string, timeoutMs: number): Promise<AgentHealth | undefined> {
+  try {
+    const response = await fetch(`${agentUrl}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    return (await response.json()) as AgentHealth;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Asks the agent to close Chromium cleanly; false when it did not answer. */
+export async function requestAgentShutdown(agentUrl: string, graceMs: number): Promise<boolean> {
+  try {
+    const response = await fetch(`${agentUrl}/shutdown`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ grace_ms: graceMs }),
+      signal: AbortSignal.timeout(1000),
+    });
+    await response.body?.cancel();
+    return response.status === 202;
+  } catch {
+    return false;
+  }
+}
+
+/** The agent's own words on why it stopped: the reason of its last error or exit line. */
+export async function lastAgentWords(logFile: string): Promise<string | undefined> {
+  const text = await readFile(logFile, 'utf8').catch(() => '');
+  let words: string | undefined;
+  for (const line of text.split('\n').slice(-200)) {
+    if (!line.startsWith('{')) continue;
+    try {
+      const entry = JSON.parse(line) as { level?: string; msg?: string; err?: { message?: string } };
+      if (entry.level === 'error' || entry.level === 'fatal') words = entry.err?.message ? `${entry.msg}: ${entry.err.message}` : entry.msg;
+    } catch {
+      continue;
+    }
+  }
+  return words;
+}
+
+export function describeExit(exit: AgentExit): string {
+  return exit.signal ? `agent killed by ${exit.signal}` : `agent exited with code ${exit.code}`;
+}
+
+/** Is `pid` alive and still the process we started (its command line names `marker`)? */
+export async function isProcessOf(pid: number, marker: string): Promise<boolean> {
+  const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+  return cmdline.split('\0').some((arg) => arg.includes(marker));
+}
+
+/**
+ * Process groups of every process whose command line mentions `dir`: Chromium's
+ * --user-data-dir names the work dir, so this finds a browser whose agent died before
+ * it could report Chromium's pid.
+ */
+export async function processGroupsMentioning(dir: string): Promise<number[]> {
+  const groups = new Set<number>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (!cmdline.includes(`${dir}/`)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    const pgid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+    if (pgid > 1) groups.add(pgid);
+  }
+  return [...groups];
+}

@@ -1,0 +1,286 @@
+import type { ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdir, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { isProcessAlive, processGroupMembers, signalProcessGroup, waitForProcessGroupExit } from '../../../agent/src/process-group.js';
+import { packageRoot } from '../../../api/src/paths.js';
+import type { BrowserLaunchSpec, BrowserRuntime, ObservedBrowser } from '../ports/browser-runtime.js';
+import {
+  describeExit,
+  fetchHealth,
+  freePort,
+  isProcessOf,
+  lastAgentWords,
+  processGroupsMentioning,
+  requestAgentShutdown,
+  spawnAgent,
+  type AgentExit,
+} from './agent-process.js';
+import { assertSafeBrowserId, BrowserRecords, type BrowserRecord } from './browser-records.js';
+
+/**
+ * The BrowserRuntime for embedded mode: one agent child process per browser, each in its
+ * own process group, recorded in the state dir so a restarted service re-adopts agents
+ * that still run. Agents outlive the service on purpose; stopping the service cleanly
+ * means calling terminateAll.
+ */
+
+export interface LocalRuntimeOptions {
+  /** Records (<id>.json) and agent logs (<id>.log); may be private to the service. */
+  stateDir: string;
+  log: Logger;
+  /** Default: the built agent, dist/agent/src/main.js. */
+  agentEntry?: string;
+  chromePath?: string;
+  /**
+   * Parent of the per-browser work dirs. Chromium's unprivileged user must be able to
+   * enter it, so it is not under the state dir (which may sit under /root).
+   * Default: <tmp>/browserplane-browsers.
+   */
+  workRoot?: string;
+  /** How long an agent gets to report ready. Default 30 s. */
+  launchTimeoutMs?: number;
+  agentLogLevel?: string;
+}
+
+export type LocalRuntime = BrowserRuntime & {
+  /** Terminates every browser this runtime knows, for a clean service stop. */
+  terminateAll(graceMs: number): Promise<void>;
+  /** Forgets the agents without stopping them (they are re-adopted at the next start). */
+  close(): Promise<void>;
+};
+
+interface Tracked {
+  record: BrowserRecord;
+  child?: ChildProcess;
+  exit?: AgentExit;
+  terminating?: Promise<void>;
+  /** Why the runtime gave up on it (launch timeout, found dead after a restart). */
+  failure?: string;
+  adoptedDead?: boolean;
+  /** Spawned, not yet ready. */
+  starting?: boolean;
+}
+
+/**
+ * Chromium's singleton socket lives under the work dir and a Unix socket path is limited
+ * to 107 bytes, so long ids get a short stable name instead of themselves.
+ */
+function workDirName(browserId: string): string {
+  return browserId.length <= 24 ? browserId : createHash('sha256').update(browserId).digest('hex').slice(0, 16);
+}
+
+export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
+  const log = options.log.child({ component: 'local-runtime' });
+  const records = new BrowserRecords(options.stateDir);
+  const agentEntry = options.agentEntry ?? path.join(packageRoot(), 'dist/agent/src/main.js');
+  const workRoot = options.workRoot ?? path.join(os.tmpdir(), 'browserplane-browsers');
+  const launchTimeoutMs = options.launchTimeoutMs ?? 30_000;
+  const tracked = new Map<string, Tracked>();
+  /** Launches in flight, by id, with the spec's labels for observe() before a record exists. */
+  const launching = new Map<string, { done: Promise<ObservedBrowser>; labels: Record<string, string> }>();
+
+  const observed = (entry: Tracked, phase: ObservedBrowser['phase'], reason?: string): ObservedBrowser => ({
+    browserId: entry.record.browserId,
+    phase,
+    ...(phase === 'Ready' ? { agentUrl: entry.record.agentUrl } : {}),
+    startedAt: new Date(entry.record.startedAt),
+    ...(reason ? { reason } : {}),
+    labels: entry.record.labels,
+  });
+
+  async function failureReason(entry: Tracked): Promise<string> {
+    const words = await lastAgentWords(entry.record.logFile);
+    const how = entry.exit ? describeExit(entry.exit) : 'agent no longer running';
+    return [entry.failure, how, words].filter(Boolean).join(': ');
+  }
+
+  /** A record on disk with no entry in memory: adopt the agent if it still serves this browser. */
+  async function adopt(browserId: string): Promise<Tracked | undefined> {
+    const record = await records.read(browserId);
+    if (!record) return undefined;
+    const entry: Tracked = { record };
+    const health = (await isProcessOf(record.agentPid, record.agentEntry)) ? await fetchHealth(record.agentUrl, 2000) : undefined;
+    if (health?.browser_id === browserId && health.status === 'ready') {
+      log.info({ browser_id: browserId, agent_pid: record.agentPid }, 're-adopted a running browser');
+    } else {
+      entry.failure = 'agent not running after a service restart';
+      entry.exit = { code: null, signal: null };
+      entry.adoptedDead = true;
+    }
+    tracked.set(browserId, entry);
+    return entry;
+  }
+
+  async function phaseOf(entry: Tracked): Promise<ObservedBrowser> {
+    if (entry.terminating) return observed(entry, 'Terminating');
+    if (entry.starting) return observed(entry, 'Starting');
+    if (!entry.exit && !entry.child && !(await isProcessOf(entry.record.agentPid, entry.record.agentEntry))) {
+      entry.exit = { code: null, signal: null };
+    }
+    if (!entry.exit) return observed(entry, 'Ready');
+    const reason = await failureReason(entry);
+    const gone = entry.adoptedDead || (entry.exit.code === 0 && !entry.failure);
+    return observed(entry, gone ? 'Gone' : 'Failed', reason);
+  }
+
+  async function start(spec: BrowserLaunchSpec, signal: AbortSignal): Promise<ObservedBrowser> {
+    const browserId = spec.browserId;
+    await records.ensureDir();
+    await mkdir(workRoot, { recursive: true, mode: 0o711 });
+    const workDir = path.join(workRoot, workDirName(browserId));
+    // A dir left by an agent that died hard (SIGKILL) must not leak into the new browser.
+    await rm(workDir, { recursive: true, force: true });
+    const port = await freePort();
+    const record: BrowserRecord = {
+      browserId,
+      agentPid: 0,
+      agentUrl: `http://127.0.0.1:${port}`,
+      agentEntry,
+      workDir,
+      logFile: records.logFile(browserId),
+      labels: spec.labels,
+      startedAt: new Date().toISOString(),
+    };
+    const child = await spawnAgent({
+      agentEntry,
+      spec,
+      port,
+      workDir,
+      logFile: record.logFile,
+      chromePath: options.chromePath,
+      logLevel: options.agentLogLevel ?? 'info',
+    });
+    record.agentPid = child.pid!;
+    const entry: Tracked = { record, child, starting: true };
+    tracked.set(browserId, entry);
+    child.once('exit', (code, exitSignal) => {
+      entry.exit = { code, signal: exitSignal };
+      if (!entry.terminating) log.warn({ browser_id: browserId, code, signal: exitSignal }, 'browser agent exited');
+    });
+    await records.write(record);
+    try {
+      return await awaitReady(entry, signal);
+    } finally {
+      delete entry.starting;
+    }
+  }
+
+  async function awaitReady(entry: Tracked, signal: AbortSignal): Promise<ObservedBrowser> {
+    const started = Date.now();
+    const { record } = entry;
+    for (;;) {
+      if (signal.aborted) {
+        // A moment for the agent to close Chromium itself, which leaves no temp files.
+        await stop(entry, 2000);
+        throw signal.reason ?? new Error('launch aborted');
+      }
+      if (entry.exit) return observed(entry, 'Failed', await failureReason(entry));
+      const health = await fetchHealth(record.agentUrl, 1000);
+      if (health?.status === 'ready' && health.browser) {
+        record.browserPid = health.browser.pid;
+        await records.write(record);
+        log.info({ browser_id: record.browserId, agent_pid: record.agentPid, ms: Date.now() - started }, 'browser launched');
+        return observed(entry, 'Ready');
+      }
+      if (Date.now() - started > launchTimeoutMs) {
+        entry.failure = `agent not ready within ${launchTimeoutMs} ms`;
+        await stop(entry, 1000, { forget: false });
+        return observed(entry, 'Failed', await failureReason(entry));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  /** Clean close through the agent, then SIGKILL of both process groups, then the files. */
+  async function stop(entry: Tracked, graceMs: number, how = { forget: true }): Promise<void> {
+    const { record } = entry;
+    const agentAlive = () => !entry.exit && isProcessAlive(record.agentPid);
+    if (agentAlive() && (await isProcessOf(record.agentPid, record.agentEntry))) {
+      // The agent gets most of the grace for Chromium and keeps a little to clean up.
+      const asked = await requestAgentShutdown(record.agentUrl, Math.floor(graceMs * 0.8));
+      if (!asked) signalProcessGroup(record.agentPid, 'SIGTERM');
+      const deadline = Date.now() + graceMs;
+      while (agentAlive() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    if (record.agentPid && (await processGroupMembers(record.agentPid)).length > 0) signalProcessGroup(record.agentPid, 'SIGKILL');
+    // Chromium has its own group, and its pid is unknown if the agent died before ready.
+    const browserGroups = await processGroupsMentioning(record.workDir);
+    for (const pgid of browserGroups) signalProcessGroup(pgid, 'SIGKILL');
+    await Promise.all([record.agentPid, ...browserGroups].filter((pid) => pid > 0).map((pid) => waitForProcessGroupExit(pid, 5000)));
+    await rm(record.workDir, { recursive: true, force: true, maxRetries: 3, retryDelay: 50 });
+    if (how.forget) {
+      await records.remove(record.browserId);
+      tracked.delete(record.browserId);
+    }
+  }
+
+  async function entryFor(browserId: string): Promise<Tracked | undefined> {
+    assertSafeBrowserId(browserId);
+    return tracked.get(browserId) ?? (await adopt(browserId));
+  }
+
+  /** Reuses a running browser, replaces a dead one, or starts one. */
+  async function launchOnce(spec: BrowserLaunchSpec, signal: AbortSignal): Promise<ObservedBrowser> {
+    const existing = await entryFor(spec.browserId);
+    if (existing?.terminating) await existing.terminating.catch(() => undefined);
+    else if (existing) {
+      const current = await phaseOf(existing);
+      if (current.phase === 'Ready') return current;
+      await stop(existing, 0);
+    }
+    return start(spec, signal);
+  }
+
+  const runtime: LocalRuntime = {
+    launch(spec, { signal }) {
+      assertSafeBrowserId(spec.browserId);
+      // Concurrent launches of one id share the first one.
+      const pending = launching.get(spec.browserId);
+      if (pending) return pending.done;
+      const done = launchOnce(spec, signal).finally(() => launching.delete(spec.browserId));
+      launching.set(spec.browserId, { done, labels: spec.labels });
+      return done;
+    },
+
+    async observe(browserId) {
+      const pending = launching.get(browserId);
+      if (pending && !tracked.has(browserId)) return { browserId, phase: 'Starting', labels: pending.labels };
+      const entry = await entryFor(browserId);
+      if (!entry) return undefined;
+      const result = await phaseOf(entry);
+      // Gone is final: nothing is left to close, only files to remove.
+      if (result.phase === 'Gone') await stop(entry, 0);
+      return result;
+    },
+
+    async list() {
+      const ids = new Set([...tracked.keys(), ...launching.keys(), ...(await records.ids())]);
+      const results = await Promise.all([...ids].map((id) => runtime.observe(id)));
+      return results.filter((result): result is ObservedBrowser => result !== undefined);
+    },
+
+    async terminate(browserId, { graceMs }) {
+      // A launch in flight finishes first, so what it started is terminated too.
+      await launching.get(browserId)?.done.catch(() => undefined);
+      const entry = await entryFor(browserId);
+      if (!entry) return;
+      entry.terminating ??= stop(entry, graceMs).finally(() => delete entry.terminating);
+      await entry.terminating;
+      log.info({ browser_id: browserId }, 'browser terminated');
+    },
+
+    async terminateAll(graceMs) {
+      const ids = new Set([...tracked.keys(), ...(await records.ids())]);
+      await Promise.all([...ids].map((id) => runtime.terminate(id, { graceMs })));
+    },
+
+    close() {
+      tracked.clear();
+      return Promise.resolve();
+    },
+  };
+  return runtime;
+}

@@ -1,0 +1,203 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { processGroupMembers } from '../../agent/src/process-group.js';
+import { freePort } from '../../operator/src/runtime/agent-process.js';
+import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
+
+/** The agent on its own, as a pod would run it: environment in, one port out. */
+
+const root = path.resolve(import.meta.dirname, '../..');
+const agentEntry = path.join(root, 'dist/agent/src/main.js');
+
+function assertAgentBuilt(): void {
+  const sources = readdirSync(path.join(root, 'agent/src')).filter((name) => name.endsWith('.ts'));
+  for (const source of sources) {
+    const built = path.join(root, 'dist/agent/src', source.replace(/\.ts$/, '.js'));
+    if (!existsSync(built) || statSync(built).mtimeMs < statSync(path.join(root, 'agent/src', source)).mtimeMs) {
+      throw new Error(`the agent build is missing or stale (${source}): run node_modules/.bin/tsc -p tsconfig.build.json`);
+    }
+  }
+}
+
+interface StartedAgent {
+  child: ChildProcess;
+  url: string;
+  workDir: string;
+  output: () => string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+let scratch: string;
+let pages: TestPageServer;
+
+async function startAgent(
+  browserId: string,
+  spec: Record<string, unknown> = {},
+  options: { env?: Record<string, string>; until?: string } = {},
+): Promise<StartedAgent> {
+  const port = await freePort();
+  const workDir = path.join(scratch, browserId);
+  const child = spawn(process.execPath, [agentEntry], {
+    env: { PATH: process.env.PATH, AGENT_SPEC: JSON.stringify({ browserId, ...spec }), AGENT_PORT: String(port), AGENT_WORK_DIR: workDir, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const url = `http://127.0.0.1:${port}`;
+  for (let tries = 0; ; tries++) {
+    const health: any = await fetch(`${url}/health`).then((r) => r.json(), () => undefined);
+    if (health?.status === (options.until ?? 'ready')) break;
+    if (tries > 300) throw new Error(`agent not ready: ${output}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return { child, url, workDir, output: () => output, exited };
+}
+
+const health = async (agent: StartedAgent): Promise<any> => (await fetch(`${agent.url}/health`)).json();
+
+const statusField = (pid: number, field: string) =>
+  readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${field}:\\s+(.*)$`, 'm'))?.[1];
+
+beforeAll(async () => {
+  assertAgentBuilt();
+  // Chromium's unprivileged user must pass through it: mkdtemp makes it 700.
+  scratch = await mkdtemp(path.join(os.tmpdir(), 'bp-agent-'));
+  await chmod(scratch, 0o711);
+  pages = await startTestPageServer({ '/hello': '<title>Hello from the agent test</title><p>hi</p>' });
+});
+
+afterAll(async () => {
+  await pages?.close();
+  await rm(scratch, { recursive: true, force: true });
+});
+
+describe('one running agent', () => {
+  let agent: StartedAgent;
+  beforeAll(async () => {
+    agent = await startAgent('agent-shared', { viewport: { width: 1024, height: 700 }, startUrl: `${pages.url}/start` });
+  });
+  afterAll(async () => {
+    agent.child.kill('SIGTERM');
+    await agent.exited;
+  });
+
+  it('reports ready with the Chromium version and pid on /health', async () => {
+    const body = await health(agent);
+    expect(body).toMatchObject({ status: 'ready', browser_id: 'agent-shared', connections: 0, browser: { sandbox: true } });
+    expect(body.browser.version).toMatch(/^Chrome\/\d+/);
+    expect(body.browser.pid).toBeGreaterThan(0);
+  });
+
+  it('opens the start URL in the first tab', async () => {
+    for (let tries = 0; !pages.requests.includes('/start') && tries < 100; tries++) await new Promise((r) => setTimeout(r, 20));
+    expect(pages.requests).toContain('/start');
+  });
+
+  it('rewrites the WebSocket URL of /json/version to point at the agent', async () => {
+    const version: any = await (await fetch(`${agent.url}/json/version`)).json();
+    expect(version.Browser).toMatch(/^Chrome\//);
+    expect(version.webSocketDebuggerUrl).toBe(`${agent.url.replace('http', 'ws')}/cdp`);
+  });
+
+  it('lets Playwright drive the browser through the CDP pass-through, and counts the client', async () => {
+    const browser = await chromium.connectOverCDP(`${agent.url.replace('http', 'ws')}/cdp`);
+    try {
+      expect((await health(agent)).connections).toBe(1);
+      expect((await health(agent)).idle_since).toBeNull();
+      const page = await browser.contexts()[0]!.newPage();
+      await page.goto(`${pages.url}/hello`);
+      expect(await page.title()).toBe('Hello from the agent test');
+      // --window-size from the spec's viewport (the default context does not emulate one).
+      expect(await page.evaluate('window.outerWidth')).toBe(1024);
+      await page.close();
+    } finally {
+      await browser.close();
+    }
+    const before = Date.now();
+    for (let tries = 0; (await health(agent)).connections !== 0 && tries < 50; tries++) await new Promise((r) => setTimeout(r, 20));
+    const after = await health(agent);
+    expect(after).toMatchObject({ status: 'ready', connections: 0 });
+    expect(Date.parse(after.idle_since)).toBeGreaterThanOrEqual(before - 1000);
+  });
+
+  it('runs Chromium as an unprivileged user with the sandbox on, HOME and TMPDIR in its own dir', async () => {
+    const { browser } = await health(agent);
+    const members = await processGroupMembers(browser.pid);
+    expect(members.length).toBeGreaterThan(3);
+    for (const pid of members) expect(statusField(pid, 'Uid')?.split(/\s+/)[0]).not.toBe('0');
+    const renderers = members.filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('--type=renderer'));
+    expect(renderers.length).toBeGreaterThan(0);
+    for (const pid of renderers) expect(statusField(pid, 'Seccomp')).toBe('2');
+    const environ = readFileSync(`/proc/${browser.pid}/environ`, 'utf8').split('\0');
+    expect(environ).toContain(`HOME=${agent.workDir}/home`);
+    expect(environ).toContain(`TMPDIR=${agent.workDir}/tmp`);
+    expect(statSync(path.join(agent.workDir, 'user-data')).uid).not.toBe(0);
+  });
+});
+
+describe('agent lifecycle', () => {
+  it('on SIGTERM closes Chromium, removes its dir and exits 0', async () => {
+    const agent = await startAgent('agent-sigterm');
+    const { browser } = await health(agent);
+    agent.child.kill('SIGTERM');
+    expect(await agent.exited).toEqual({ code: 0, signal: null });
+    expect(await processGroupMembers(browser.pid)).toEqual([]);
+    expect(existsSync(agent.workDir)).toBe(false);
+    expect(agent.output()).toMatch(/"graceful":true/);
+  });
+
+  it('exits non-zero with a clear log line when Chromium dies, after cleaning up', async () => {
+    const agent = await startAgent('agent-crash');
+    const { browser } = await health(agent);
+    process.kill(browser.pid, 'SIGKILL');
+    expect((await agent.exited).code).toBe(3);
+    expect(agent.output()).toContain('chromium exited unexpectedly (code null, signal SIGKILL)');
+    expect(await processGroupMembers(browser.pid)).toEqual([]);
+    expect(existsSync(agent.workDir)).toBe(false);
+  });
+
+  it('starts even when the start URL cannot be reached, and never takes it for a switch', async () => {
+    const unreachable = await startAgent('agent-bad-url', { startUrl: 'http://127.0.0.1:1/' });
+    expect((await health(unreachable)).status).toBe('ready');
+    unreachable.child.kill('SIGTERM');
+    expect((await unreachable.exited).code).toBe(0);
+    const aSwitch = await startAgent('agent-switch-url', { startUrl: '--renderer-cmd-prefix=/bin/false' });
+    expect((await health(aSwitch)).status).toBe('ready');
+    expect(aSwitch.output()).toContain('start URL is not an http(s) URL');
+    aSwitch.child.kill('SIGTERM');
+    expect((await aSwitch.exited).code).toBe(0);
+  });
+
+  it('answers 503 while Chromium starts, and a SIGTERM then stops it at once, cleanly', async () => {
+    const slowChromium = path.join(scratch, 'slow-chromium.sh');
+    await writeFile(slowChromium, '#!/bin/bash\nexec -a bp-slow-chromium sleep 60\n', { mode: 0o755 });
+    const agent = await startAgent('agent-slow', {}, { env: { CHROME_PATH: slowChromium }, until: 'starting' });
+    const response = await fetch(`${agent.url}/health`);
+    expect(response.status).toBe(503);
+    expect(await response.json()).toMatchObject({ status: 'starting', browser: null });
+    const stopping = Date.now();
+    agent.child.kill('SIGTERM');
+    expect(await agent.exited).toEqual({ code: 0, signal: null });
+    expect(Date.now() - stopping).toBeLessThan(3000);
+    expect(existsSync(agent.workDir)).toBe(false);
+    expect(execFileSync('ps', ['-eo', 'args']).toString()).not.toContain('bp-slow-chromium');
+  });
+
+  it('refuses to start without a launch spec (exit 2)', async () => {
+    const child = spawn(process.execPath, [agentEntry], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise((resolve) => child.once('exit', resolve));
+    expect(code).toBe(2);
+    expect(stderr).toContain('AGENT_SPEC');
+  });
+});
