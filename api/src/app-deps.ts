@@ -5,6 +5,7 @@ import type { Db, Queryable } from './db/pool.js';
 import type { EventHub } from './events/hub.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
+import type { BrowserRuntime } from '../../operator/src/ports/browser-runtime.js';
 
 /** Counts what still lives in a project; a project with any of it cannot be deleted. */
 export type ProjectResourceCounter = (
@@ -16,6 +17,10 @@ export type ProjectResourceCounter = (
 export interface AppSettings {
   maxBodyBytes: number;
   orgMaxConcurrentSessions: number;
+  /** How clients reach the service (for cdp_ws_url); from the Host header when unset. */
+  publicUrl?: string | undefined;
+  /** How long a browser create waits for the browser to be ready. */
+  browserLaunchTimeoutMs: number;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */
@@ -31,6 +36,8 @@ export interface AppDeps {
   events: EventHub;
   proxy: ProxySettings;
   profileStore: ProfileStore;
+  /** Where browsers run: local agent processes now, pods in Kubernetes mode. */
+  runtime: BrowserRuntime;
   /**
    * Aborted when shutdown begins. Long-lived responses (event streams) end themselves on
    * it, so draining does not wait for them until the shutdown deadline.

@@ -53,6 +53,12 @@ export const configSchema = z.object({
     .url({ protocol: /^https?$/ })
     .default('https://api.ipify.org/')
     .describe('URL a proxy check fetches through the proxy; it must answer with the egress IP'),
+  BROWSERPLANE_PUBLIC_URL: optionalString
+    .pipe(z.url({ protocol: /^https?$/ }).optional())
+    .describe('Base URL clients use to reach the service (for cdp_ws_url); default: from each request’s Host header'),
+  BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: positiveInt(600000)
+    .default(30000)
+    .describe('How long creating a browser waits for it to be ready'),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')

@@ -17,6 +17,11 @@ import { ADMIN_KEY_FILE, bootstrap } from './modules/orgs/bootstrap.js';
 import { loadProxyUpstreams } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
 import { createFileProfileStore } from './storage/file-profile-store.js';
+import { attachCdpProxy, IdleReaper } from './modules/browsers/module.js';
+import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+
+/** How long each browser gets for Browser.close when the service stops. */
+const BROWSER_STOP_GRACE_MS = 5000;
 
 export interface RunningService {
   url: string;
@@ -37,6 +42,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const db = createPool(databaseUrl, config.DATABASE_POOL_MAX);
     db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));
     const shutdown = new AbortController();
+    // Agents of a crashed or killed service are re-adopted from the state dir at start.
+    const runtime = createLocalRuntime({ stateDir: path.join(config.dataDir, 'browsers'), log });
     const deps: AppDeps = {
       db,
       clock: systemClock,
@@ -44,6 +51,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
       settings: {
         maxBodyBytes: config.BROWSERPLANE_MAX_BODY_BYTES,
         orgMaxConcurrentSessions: config.BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS,
+        publicUrl: config.BROWSERPLANE_PUBLIC_URL,
+        browserLaunchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
       },
       projectResources: allProjectResources(),
       sealer: createSealer(await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir)),
@@ -54,6 +63,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
       },
       profileStore: createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
       shutdown: shutdown.signal,
+      runtime,
     };
     const boot = await bootstrap(
       db,
@@ -70,6 +80,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
 
     const { app, lifecycle } = buildApp(deps);
     const server = await listen(app, config.PORT, config.HOST);
+    const cdpProxy = attachCdpProxy(server, deps);
+    const reaper = new IdleReaper(deps, { connections: cdpProxy.connections });
+    reaper.start();
     const address = server.address() as AddressInfo;
     const url = `http://${address.address}:${address.port}`;
     log.info({ url, dataDir: config.dataDir, embeddedPostgres: Boolean(embedded) }, 'browserplane listening');
@@ -80,7 +93,12 @@ export async function startService(config: Config, log: Logger): Promise<Running
         log.info({ reason }, 'shutting down: draining requests');
         lifecycle.draining = true;
         shutdown.abort();
+        cdpProxy.close();
+        await reaper.stop();
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
+        // A stopped service leaves no browser behind; their sessions end as browser_gone
+        // when the reaper next looks.
+        await runtime.terminateAll(BROWSER_STOP_GRACE_MS);
         await deps.events.close();
         await db.end();
         await embedded?.stop();

@@ -15,6 +15,9 @@ import { issueApiKey } from '../../api/src/modules/api-keys/service.js';
 import type { ProxySettings } from '../../api/src/modules/proxies/upstreams.js';
 import { allProjectResources } from '../../api/src/modules/registry.js';
 import { createFileProfileStore } from '../../api/src/storage/file-profile-store.js';
+import { attachCdpProxy, type CdpProxy } from '../../api/src/modules/browsers/module.js';
+import { LAUNCH_TIMEOUT_MS } from '../../api/src/modules/browsers/service.js';
+import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
 import { insertProject } from '../../api/src/modules/projects/store.js';
 import { freshDatabase, type TestDatabase } from './database.js';
@@ -39,6 +42,9 @@ export interface TestApp {
   tenant: Tenant;
   /** Another org, for isolation tests. */
   newTenant(name?: string): Promise<Tenant>;
+  /** The CDP WebSocket proxy mounted on the app's server, and the live runtime. */
+  cdpProxy: CdpProxy;
+  runtime: LocalRuntime;
   /** A client with any key, or none. */
   client(key?: string, headers?: Record<string, string>): HttpClient;
   close(): Promise<void>;
@@ -56,22 +62,31 @@ export async function startTestApp(
   const profileDir = await mkdtemp(path.join(os.tmpdir(), 'browserplane-test-profiles-'));
   const log = options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const shutdown = new AbortController();
+  // The real local runtime: it spawns agents only when a test creates a browser.
+  const runtime = createLocalRuntime({ stateDir: path.join(profileDir, 'browsers'), log });
   const deps: AppDeps = {
     db: database.db,
     clock,
     log,
-    settings: { maxBodyBytes: 64 * 1024, orgMaxConcurrentSessions: 50, ...options.settings },
+    settings: {
+      maxBodyBytes: 64 * 1024,
+      orgMaxConcurrentSessions: 50,
+      browserLaunchTimeoutMs: LAUNCH_TIMEOUT_MS,
+      ...options.settings,
+    },
     projectResources: allProjectResources(),
     sealer: createSealer(randomBytes(32)),
     events: createPgEventHub(database.url, database.db, log),
     proxy: { upstreams: [], checkUrl: 'http://127.0.0.1:9/unused', ...options.proxy },
     profileStore: createFileProfileStore(profileDir),
     shutdown: shutdown.signal,
+    runtime,
   };
   const { app } = buildApp(deps);
   const server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
   });
+  const cdpProxy = attachCdpProxy(server, deps);
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const client = (key?: string, headers?: Record<string, string>) => new HttpClient(url, key, headers);
 
@@ -104,10 +119,14 @@ export async function startTestApp(
     tenant,
     newTenant,
     client,
+    cdpProxy,
+    runtime,
     async close() {
       shutdown.abort();
+      cdpProxy.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
+      await runtime.terminateAll(0);
       await deps.events.close();
       await database.drop();
       await rm(profileDir, { recursive: true, force: true });

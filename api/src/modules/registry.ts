@@ -2,6 +2,7 @@ import type { AppDeps, ProjectResourceCounter } from '../app-deps.js';
 import type { RouteDef } from '../http/route.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import { countProjectApiKeys } from './api-keys/service.js';
+import { browsersModule } from './browsers/module.js';
 import { credentialsModule } from './credentials/module.js';
 import { invocationsModule } from './invocations/module.js';
 import { profilesModule } from './profiles/module.js';
@@ -25,6 +26,7 @@ export const apiModules: ApiModule[] = [
   proxiesModule,
   credentialsModule,
   profilesModule,
+  browsersModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

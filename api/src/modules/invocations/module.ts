@@ -1,9 +1,40 @@
+import type { AppDeps } from '../../app-deps.js';
+import { requireProject } from '../../http/auth-context.js';
+import type { RouteDef } from '../../http/route.js';
+import { invocationBrowsers } from '../browsers/invocation-browsers.js';
 import type { ApiModule } from '../registry.js';
+import type { InvocationBrowsers } from './browsers.js';
 import { invocationRoutes } from './routes.js';
 import { countProjectInvocations } from './service.js';
 
 export const invocationsModule: ApiModule = {
   name: 'invocations',
-  routes: (deps) => invocationRoutes(deps),
+  routes: (deps) => {
+    const browsers = invocationBrowsers(deps);
+    return invocationRoutes(deps, { browsers }).map((route) => deleteBrowsersOnFinish(deps, route, browsers));
+  },
   projectResources: [countProjectInvocations],
 };
+
+/**
+ * Finishing an invocation (PATCH to succeeded or failed) deletes its browsers once the
+ * change has committed. A failure here does not undo the finish: it is logged, and the
+ * browsers module's reaper deletes browsers of finished invocations on its next pass.
+ */
+function deleteBrowsersOnFinish(deps: AppDeps, route: RouteDef, browsers: InvocationBrowsers): RouteDef {
+  if (route.operationId !== 'updateInvocation') return route;
+  return {
+    ...route,
+    handler: async (ctx) => {
+      const result = await route.handler(ctx);
+      const status = (ctx.body as { status?: string } | undefined)?.status;
+      if (status === 'succeeded' || status === 'failed') {
+        const id = (ctx.params as { id: string }).id;
+        await browsers
+          .deleteAll({ orgId: ctx.auth.orgId, projectId: requireProject(ctx.auth).id }, id)
+          .catch((error: unknown) => deps.log.error({ err: error, invocationId: id }, 'deleting the browsers of a finished invocation failed'));
+      }
+      return result;
+    },
+  };
+}

@@ -1,0 +1,154 @@
+import type { IncomingMessage, Server } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocket, WebSocketServer, type RawData } from 'ws';
+import type { AppDeps } from '../../app-deps.js';
+import { createCdpTokens, type TokenCheck } from './cdp-token.js';
+import { findLiveSessionById } from './store.js';
+
+/**
+ * The CDP WebSocket through the service: `/browsers/{id}/cdp?token=…` is checked (token,
+ * then a live session) before the upgrade completes, then piped frame by frame to the
+ * agent's /cdp. Express routes cannot take upgrades, so this listens on the HTTP server.
+ */
+
+const PATH = /^\/browsers\/([^/]+)\/(cdp|webdriver)$/;
+const AGENT_CONNECT_TIMEOUT_MS = 10_000;
+
+/** Open proxied connections per session and when the last one closed, for the idle reaper. */
+export class CdpConnections {
+  private readonly open = new Map<string, number>();
+  private readonly lastClosed = new Map<string, Date>();
+
+  opened(sessionId: string): void {
+    this.open.set(sessionId, (this.open.get(sessionId) ?? 0) + 1);
+  }
+  closed(sessionId: string, at: Date): void {
+    const left = (this.open.get(sessionId) ?? 1) - 1;
+    if (left > 0) this.open.set(sessionId, left);
+    else this.open.delete(sessionId);
+    this.lastClosed.set(sessionId, at);
+  }
+  count(sessionId: string): number {
+    return this.open.get(sessionId) ?? 0;
+  }
+  lastClosedAt(sessionId: string): Date | undefined {
+    return this.lastClosed.get(sessionId);
+  }
+  forget(sessionId: string): void {
+    this.lastClosed.delete(sessionId);
+  }
+}
+
+export interface CdpProxy {
+  connections: CdpConnections;
+  /** Stops taking upgrades and closes every proxied connection. */
+  close(): void;
+}
+
+const REFUSALS: Record<Exclude<TokenCheck, 'ok'>, [number, string]> = {
+  malformed: [401, 'the token is missing or malformed'],
+  expired: [401, 'the token has expired; read the session again for a fresh cdp_ws_url'],
+  bad_signature: [403, 'the token is not valid for this session'],
+};
+
+export function attachCdpProxy(server: Server, deps: AppDeps, options: { connections?: CdpConnections } = {}): CdpProxy {
+  const tokens = createCdpTokens(deps);
+  const connections = options.connections ?? new CdpConnections();
+  const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: 256 * 1024 * 1024 });
+  const sockets = new Set<WebSocket>();
+
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const url = new URL(req.url ?? '/', 'http://service');
+    const match = PATH.exec(url.pathname);
+    if (!match) return refuse(socket, 404, 'route_not_found', 'No WebSocket endpoint at this path');
+    handle(decodeURIComponent(match[1]!), match[2] as 'cdp' | 'webdriver', url, req, socket, head).catch((error: unknown) => {
+      deps.log.error({ err: error }, 'CDP proxy failed');
+      refuse(socket, 500, 'internal_error', 'The connection could not be set up');
+    });
+  };
+
+  async function handle(sessionId: string, kind: 'cdp' | 'webdriver', url: URL, req: IncomingMessage, socket: Duplex, head: Buffer) {
+    const check = await tokens.verify(sessionId, url.searchParams.get('token') ?? '');
+    if (check !== 'ok') {
+      const [status, message] = REFUSALS[check];
+      return refuse(socket, status, status === 401 ? 'unauthorized' : 'forbidden', message);
+    }
+    if (kind === 'webdriver') return refuse(socket, 501, 'not_implemented', 'WebDriver BiDi is not available on this service yet; use cdp_ws_url');
+    const session = await findLiveSessionById(deps.db, sessionId);
+    if (!session) return refuse(socket, 404, 'not_found', `Browser session ${JSON.stringify(sessionId)} was not found`);
+    if (!session.agent_url) return refuse(socket, 409, 'browser_not_ready', 'The browser is still starting');
+
+    const upstream = await connectAgent(`${session.agent_url.replace(/^http/, 'ws').replace(/\/+$/, '')}/cdp`).catch((error: unknown) => {
+      deps.log.warn({ err: error, sessionId }, 'the agent refused the CDP connection');
+      return undefined;
+    });
+    if (!upstream) return refuse(socket, 502, 'browser_unreachable', 'The browser did not accept the connection');
+    wss.handleUpgrade(req, socket, head, (client) => {
+      sockets.add(client);
+      connections.opened(sessionId);
+      pipe(client, upstream);
+      client.once('close', () => {
+        sockets.delete(client);
+        connections.closed(sessionId, deps.clock.now());
+      });
+    });
+  }
+
+  server.on('upgrade', onUpgrade);
+  return {
+    connections,
+    close() {
+      server.off('upgrade', onUpgrade);
+      for (const s of sockets) s.terminate();
+      wss.close();
+    },
+  };
+}
+
+function connectAgent(url: string): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024, handshakeTimeout: AGENT_CONNECT_TIMEOUT_MS });
+    ws.once('open', () => {
+      ws.off('error', reject);
+      resolve(ws);
+    });
+    ws.once('error', reject);
+  });
+}
+
+/** Frames pass as they are (text stays text); either side closing closes the other. */
+function pipe(a: WebSocket, b: WebSocket): void {
+  const forward = (to: WebSocket) => (data: RawData, isBinary: boolean) => {
+    if (to.readyState === WebSocket.OPEN) to.send(data, { binary: isBinary });
+  };
+  a.on('message', forward(b));
+  b.on('message', forward(a));
+  const closeOther = (other: WebSocket) => (code: number, reason: Buffer) => {
+    if (other.readyState === WebSocket.OPEN || other.readyState === WebSocket.CONNECTING) {
+      other.close(code >= 1000 && code < 5000 && code !== 1005 && code !== 1006 ? code : 1000, reason);
+    }
+  };
+  a.on('close', closeOther(b));
+  b.on('close', closeOther(a));
+  // An error is followed by close, which tears the pair down.
+  a.on('error', () => a.terminate());
+  b.on('error', () => b.terminate());
+}
+
+function refuse(socket: Duplex, status: number, code: string, message: string): void {
+  if (socket.destroyed) return;
+  const body = JSON.stringify({ code, message, details: [] });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_TEXT[status] ?? 'Error'}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  409: 'Conflict',
+  500: 'Internal Server Error',
+  501: 'Not Implemented',
+  502: 'Bad Gateway',
+};

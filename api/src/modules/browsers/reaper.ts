@@ -1,0 +1,117 @@
+import type { AppDeps } from '../../app-deps.js';
+import type { CdpConnections } from './cdp-proxy.js';
+import { DELETE_REASONS, endSession } from './service.js';
+import { listLiveSessions, listSessionsOfFinishedInvocations, type SessionRow } from './store.js';
+
+export const REAP_INTERVAL_MS = 5_000;
+const HEALTH_TIMEOUT_MS = 2_000;
+
+/** What the agent's GET /health reports about CDP clients. */
+export interface AgentActivity {
+  connections: number;
+  idleSince: Date | null;
+}
+
+export type AgentHealth = (agentUrl: string) => Promise<AgentActivity | undefined>;
+
+/** GET <agent>/health; undefined when the agent does not answer. */
+export const fetchAgentHealth: AgentHealth = async (agentUrl) => {
+  try {
+    const res = await fetch(`${agentUrl.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+    const body = (await res.json()) as { connections?: unknown; idle_since?: unknown };
+    const idle = typeof body.idle_since === 'string' ? new Date(body.idle_since) : null;
+    return {
+      connections: typeof body.connections === 'number' ? body.connections : 0,
+      idleSince: idle && !Number.isNaN(idle.getTime()) ? idle : null,
+    };
+  } catch {
+    return undefined;
+  }
+};
+
+/**
+ * Ends sessions nobody uses, every ~5 s (CONTRACT: "inactivity is checked about every 5 s"):
+ * - idle: no CDP client for timeout_seconds, counting the agent's clients and the ones
+ *   this service proxies; idle since the latest of start, a client seen, a client closed;
+ * - owned by an invocation that finished (the safety net behind the PATCH hook);
+ * - the browser is gone (the runtime no longer has it, or it failed).
+ * Level-triggered: each tick reads every live session afresh, so a restart loses nothing
+ * but the in-memory "last seen busy" times (sessions then count as idle from the restart).
+ */
+export class IdleReaper {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private readonly lastBusy = new Map<string, Date>();
+  private readonly intervalMs: number;
+  private readonly health: AgentHealth;
+
+  constructor(
+    private readonly deps: AppDeps,
+    private readonly options: { connections?: CdpConnections; intervalMs?: number; health?: AgentHealth } = {},
+  ) {
+    this.intervalMs = options.intervalMs ?? REAP_INTERVAL_MS;
+    this.health = options.health ?? fetchAgentHealth;
+  }
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => {
+      if (!this.running) this.running = this.tick().finally(() => (this.running = undefined));
+    }, this.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops the interval and waits for a tick in progress. */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  /** One pass; tests call it directly with an injected clock. Errors are logged per session. */
+  async tick(): Promise<void> {
+    try {
+      for (const row of await listSessionsOfFinishedInvocations(this.deps.db)) await this.end(row, DELETE_REASONS.invocation);
+      const live = await listLiveSessions(this.deps.db);
+      for (const row of live) {
+        await this.check(row).catch((error: unknown) =>
+          this.deps.log.error({ err: error, sessionId: row.id }, 'checking a browser session failed; the next pass retries'),
+        );
+      }
+      const ids = new Set(live.map((r) => r.id));
+      for (const id of this.lastBusy.keys()) if (!ids.has(id)) this.lastBusy.delete(id);
+    } catch (error) {
+      this.deps.log.error({ err: error }, 'the browser reaper failed');
+    }
+  }
+
+  private async check(row: SessionRow): Promise<void> {
+    if (row.phase !== 'running' || !row.agent_url || !row.started_at) return;
+    const now = this.deps.clock.now();
+    const agent = await this.health(row.agent_url);
+    if (!agent) {
+      const observed = await this.deps.runtime.observe(row.id);
+      if (!observed || observed.phase === 'Gone' || observed.phase === 'Failed') await this.end(row, DELETE_REASONS.gone);
+      return;
+    }
+    if (agent.connections > 0 || (this.options.connections?.count(row.id) ?? 0) > 0) {
+      this.lastBusy.set(row.id, now);
+      return;
+    }
+    const marks = [row.started_at, this.lastBusy.get(row.id), this.options.connections?.lastClosedAt(row.id)];
+    // The agent's clock is the host's; trust its idle_since only when it is not ahead of ours.
+    if (agent.idleSince && agent.idleSince <= now) marks.push(agent.idleSince);
+    const idleSince = Math.max(...marks.filter((d): d is Date => d !== undefined).map((d) => d.getTime()));
+    if (now.getTime() - idleSince >= row.timeout_seconds * 1000) await this.end(row, DELETE_REASONS.idle);
+  }
+
+  private async end(row: SessionRow, reason: string): Promise<void> {
+    try {
+      await endSession(this.deps, row, reason);
+      this.lastBusy.delete(row.id);
+      this.options.connections?.forget(row.id);
+    } catch (error) {
+      this.deps.log.error({ err: error, sessionId: row.id, reason }, 'ending a browser session failed; the next pass retries');
+    }
+  }
+}

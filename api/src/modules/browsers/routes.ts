@@ -1,0 +1,127 @@
+import type { Request } from 'express';
+import type { AppDeps } from '../../app-deps.js';
+import { requireProject, type AuthContext } from '../../http/auth-context.js';
+import { paginationResponseHeaders } from '../../http/pagination.js';
+import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
+import { errorResponses } from '../../http/standard-responses.js';
+import type { BrowserRuntime } from '../../../../operator/src/ports/browser-runtime.js';
+import { createCdpTokens } from './cdp-token.js';
+import { presentSession, publicWsBase } from './present.js';
+import {
+  browserIdParams,
+  browserSessionSchema,
+  createBrowserBody,
+  getBrowserQuery,
+  listBrowsersQuery,
+  updateBrowserBody,
+} from './schema.js';
+import { createSession, DELETE_REASONS, endSession, getSession } from './service.js';
+import { listSessions, type Scope, type SessionRow } from './store.js';
+import { updateSessionSettings } from './update.js';
+
+const tags = ['Browsers'];
+
+export interface BrowserRouteOptions {
+  /** The runtime that launches browsers; default: `deps.runtime`, read at each request. */
+  runtime?: BrowserRuntime;
+}
+
+const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
+
+export function browserRoutes(appDeps: AppDeps, options: BrowserRouteOptions = {}): RouteDef[] {
+  const deps: AppDeps = options.runtime ? { ...appDeps, runtime: options.runtime } : appDeps;
+  const { db } = deps;
+  const tokens = createCdpTokens(deps);
+  const present = (req: Request) => {
+    const ctx = { tokens, wsBase: publicWsBase(deps, req), now: deps.clock.now() };
+    return (row: SessionRow) => presentSession(ctx, row);
+  };
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/browsers',
+      operationId: 'createBrowser',
+      summary: 'Start a browser session and answer once it is ready',
+      description:
+        'Counts toward max_concurrent_sessions of the project (or the org default for projects) and of the org: 429 concurrency_limit_exceeded. ' +
+        'A browser not ready within 30 s is a 504 browser_launch_timeout; a failed start is a 502 browser_launch_failed (the session is then deleted).',
+      tags,
+      auth: 'project',
+      body: createBrowserBody,
+      responses: {
+        200: { description: 'The running session', schema: browserSessionSchema },
+        ...errorResponses(400, 404, 409, 429),
+      },
+      handler: async ({ body, auth, req }) => json(await present(req)(await createSession(deps, scopeOf(auth), body))),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/browsers',
+      operationId: 'listBrowsers',
+      summary: 'List browser sessions, newest first',
+      tags,
+      auth: 'project',
+      query: listBrowsersQuery,
+      responses: {
+        200: { description: 'A page of sessions', schema: browserSessionSchema.array(), headers: paginationResponseHeaders },
+        ...errorResponses(400),
+      },
+      handler: async ({ query, auth, req }) => {
+        const rows = await listSessions(db, scopeOf(auth), {
+          status: query.status ?? (query.include_deleted === true ? 'all' : 'active'),
+          query: query.query,
+          tags: query.tags,
+          limit: query.limit,
+          offset: query.offset,
+        });
+        const hasMore = rows.length > query.limit;
+        const items = await Promise.all(rows.slice(0, query.limit).map(present(req)));
+        return json(items, 200, {
+          'X-Has-More': String(hasMore),
+          'X-Next-Offset': String(hasMore ? query.offset + items.length : 0),
+        });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/browsers/{id_or_name}',
+      operationId: 'getBrowser',
+      summary: 'Get a browser session; each read renews the token in cdp_ws_url',
+      tags,
+      auth: 'project',
+      params: browserIdParams,
+      query: getBrowserQuery,
+      responses: { 200: { description: 'The session', schema: browserSessionSchema }, ...errorResponses(400, 404) },
+      handler: async ({ params, query, auth, req }) =>
+        json(await present(req)(await getSession(db, scopeOf(auth), params.id_or_name, query.include_deleted === true))),
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/browsers/{id_or_name}',
+      operationId: 'updateBrowser',
+      summary: 'Change a session’s name, tags, telemetry, proxy, viewport or profile',
+      description: 'proxy_id and viewport are stored but not applied to the running browser yet.',
+      tags,
+      auth: 'project',
+      params: browserIdParams,
+      body: updateBrowserBody,
+      responses: { 200: { description: 'The session', schema: browserSessionSchema }, ...errorResponses(400, 404, 409) },
+      handler: async ({ params, body, auth, req }) =>
+        json(await present(req)(await updateSessionSettings(deps, scopeOf(auth), params.id_or_name, body))),
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/browsers/{id_or_name}',
+      operationId: 'deleteBrowser',
+      summary: 'Close the browser (CDP Browser.close) and mark the session deleted',
+      tags,
+      auth: 'project',
+      params: browserIdParams,
+      responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 404) },
+      handler: async ({ params, auth }) => {
+        await endSession(deps, await getSession(db, scopeOf(auth), params.id_or_name), DELETE_REASONS.api);
+        return noContent();
+      },
+    }),
+  ];
+}

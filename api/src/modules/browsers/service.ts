@@ -1,0 +1,226 @@
+import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
+import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
+import { AppError, conflict, notFound } from '../../http/errors.js';
+import { newId } from '../../ids.js';
+import type { BrowserLaunchSpec } from '../../../../operator/src/ports/browser-runtime.js';
+import { getOrg } from '../orgs/store.js';
+import { findProfile } from '../profiles/store.js';
+import { getLimits, shareLockLiveProject } from '../projects/store.js';
+import { proxyEndpoint } from '../proxies/service.js';
+import { findProxy } from '../proxies/store.js';
+import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_VIEWPORT, type CreateBrowserInput } from './schema.js';
+import {
+  countLiveProjectSessions,
+  countLiveSessions,
+  findSession,
+  insertSession,
+  lockOrgSessionCreates,
+  markDeleted,
+  markRunning,
+  type Scope,
+  type SessionRow,
+} from './store.js';
+import { applyTelemetry } from './telemetry.js';
+
+/** How long a create waits for the browser to be ready. */
+export const LAUNCH_TIMEOUT_MS = 30_000;
+/** How long Browser.close gets before the runtime kills what is left. */
+export const TERMINATE_GRACE_MS = 5_000;
+export const CONCURRENCY_RETRY_AFTER_SECONDS = 1;
+
+export const DELETE_REASONS = {
+  api: 'deleted',
+  idle: 'idle_timeout',
+  invocation: 'invocation_finished',
+  launchFailed: 'launch_failed',
+  launchTimeout: 'launch_timeout',
+  gone: 'browser_gone',
+} as const;
+
+export async function getSession(db: Queryable, scope: Scope, idOrName: string, includeDeleted = false): Promise<SessionRow> {
+  const row = await findSession(db, scope, idOrName, { includeDeleted });
+  if (!row) throw notFound('Browser session', idOrName);
+  return row;
+}
+
+/** A unique violation of browser_sessions, named for the caller. */
+export function sessionConflict(error: unknown, name: string | null): unknown {
+  if (pgErrorCode(error) !== UNIQUE_VIOLATION) return error;
+  const constraint = (error as { constraint?: string }).constraint;
+  if (constraint === 'browser_sessions_profile_writer_live') {
+    return conflict('profile_in_use', 'Another active session already writes this profile back (save_changes)');
+  }
+  return conflict('browser_name_taken', `An active browser session named ${JSON.stringify(name)} already exists in this project`);
+}
+
+/**
+ * Admits a session: references checked, the org's and the project's caps checked, and the
+ * row inserted, all under one per-org lock, so parallel creates cannot overshoot a cap.
+ * The row holds the slot from here on; the launch happens after the commit.
+ */
+async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInput): Promise<{ row: SessionRow; spec: BrowserLaunchSpec }> {
+  const name = input.name === undefined || input.name === '' ? null : input.name;
+  try {
+    return await inTransaction(deps.db, async (tx) => {
+      const project = await shareLockLiveProject(tx, scope.orgId, scope.projectId);
+      if (project?.id !== scope.projectId) throw new AppError(404, 'project_not_found', 'The project no longer exists');
+      const proxy = input.proxy_id === undefined ? undefined : await resolveProxy(deps, tx, scope, input.proxy_id);
+      const profile = input.profile === undefined ? undefined : await findProfile(tx, scope, (input.profile.id ?? input.profile.name)!);
+      if (input.profile && !profile) throw notFound('Profile', (input.profile.id ?? input.profile.name)!);
+      if (input.invocation_id !== undefined) await requireLiveInvocation(tx, scope, input.invocation_id);
+
+      await lockOrgSessionCreates(tx, scope.orgId);
+      await enforceCaps(deps, tx, scope);
+      const id = newId('bs');
+      const viewport = { ...DEFAULT_VIEWPORT, ...input.viewport };
+      await insertSession(tx, scope, {
+        id,
+        name,
+        headless: input.headless ?? false,
+        stealth: input.stealth ?? false,
+        gpu: false,
+        kioskMode: input.kiosk_mode ?? false,
+        startUrl: input.start_url ?? null,
+        timeoutSeconds: input.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
+        proxyId: proxy?.row.id ?? null,
+        profileId: profile?.id ?? null,
+        profileSaveChanges: profile !== undefined && input.profile?.save_changes === true,
+        viewport,
+        chromePolicy: input.chrome_policy ?? {},
+        tags: input.tags ?? {},
+        telemetry: applyTelemetry(null, input.telemetry),
+        invocationId: input.invocation_id ?? null,
+        now: deps.clock.now(),
+      });
+      const row = (await findSession(tx, scope, id))!;
+      const spec: BrowserLaunchSpec = {
+        browserId: id,
+        orgId: scope.orgId,
+        projectId: scope.projectId,
+        headless: row.headless,
+        stealth: row.stealth,
+        kioskMode: row.kiosk_mode,
+        viewport: { width: viewport.width, height: viewport.height, refreshRate: viewport.refresh_rate },
+        ...(row.start_url !== null ? { startUrl: row.start_url } : {}),
+        ...(proxy ? { proxy: proxy.endpoint } : {}),
+        chromePolicy: row.chrome_policy,
+        labels: { ...row.tags },
+      };
+      return { row, spec };
+    });
+  } catch (error) {
+    throw sessionConflict(error, name);
+  }
+}
+
+async function resolveProxy(deps: AppDeps, db: Queryable, scope: Scope, id: string) {
+  const row = await findProxy(db, scope.orgId, scope.projectId, id);
+  if (!row) throw notFound('Proxy', id);
+  const endpoint = proxyEndpoint(deps, row);
+  if (!endpoint) {
+    throw new AppError(400, 'no_matching_upstream', `Proxy ${JSON.stringify(id)} is bound to an upstream that is no longer configured`);
+  }
+  return {
+    row,
+    endpoint: {
+      url: endpoint.uri,
+      ...(endpoint.username !== undefined ? { username: endpoint.username } : {}),
+      ...(endpoint.password !== undefined ? { password: endpoint.password } : {}),
+      bypassHosts: row.bypass_hosts,
+    },
+  };
+}
+
+/** The invocation must be queued or running; FOR SHARE makes a concurrent finish wait for this create. */
+async function requireLiveInvocation(db: Queryable, scope: Scope, id: string): Promise<void> {
+  const { rows } = await db.query<{ status: string }>(
+    'SELECT status FROM invocations WHERE org_id = $1 AND project_id = $2 AND id = $3 FOR SHARE',
+    [scope.orgId, scope.projectId, id],
+  );
+  if (!rows[0]) throw notFound('Invocation', id);
+  if (rows[0].status === 'succeeded' || rows[0].status === 'failed') {
+    throw conflict('invocation_finished', `Invocation ${JSON.stringify(id)} already finished with status ${rows[0].status}`);
+  }
+}
+
+/** The project's cap (its own, else the org's default for projects) and the org's cap. */
+async function enforceCaps(deps: AppDeps, db: Queryable, scope: Scope): Promise<void> {
+  const projectCap =
+    (await getLimits(db, scope.projectId)).max_concurrent_sessions ?? (await getOrg(db, scope.orgId)).default_project_max_concurrent_sessions;
+  const orgCap = deps.settings.orgMaxConcurrentSessions;
+  const live = await countLiveSessions(db, scope);
+  if (projectCap !== null && live.project >= projectCap) {
+    throw concurrencyLimitExceeded(`The project allows ${projectCap} concurrent browser sessions and ${live.project} are active`, 'max_concurrent_sessions', projectCap, live.project);
+  }
+  if (live.org >= orgCap) {
+    throw concurrencyLimitExceeded(`The organisation allows ${orgCap} concurrent browser sessions and ${live.org} are active`, 'org_max_concurrent_sessions', orgCap, live.org);
+  }
+}
+
+function concurrencyLimitExceeded(message: string, code: string, cap: number, active: number): AppError {
+  return new AppError(429, 'concurrency_limit_exceeded', `${message}; delete one or raise the limit`, {
+    details: [{ code, message: `limit ${cap}, active ${active}` }],
+    retryAfterSeconds: CONCURRENCY_RETRY_AFTER_SECONDS,
+  });
+}
+
+/**
+ * POST /browsers: admit, launch (bounded by LAUNCH_TIMEOUT_MS), record where the agent
+ * listens. A launch that fails or times out leaves no browser and a deleted row with the
+ * reason; the caller gets a 5xx that the SDK is told not to retry (a retry would launch again).
+ */
+export async function createSession(deps: AppDeps, scope: Scope, input: CreateBrowserInput): Promise<SessionRow> {
+  const runtime = deps.runtime;
+  const { row, spec } = await admitSession(deps, scope, input);
+  const launchTimeoutMs = deps.settings.browserLaunchTimeoutMs;
+  const timeout = AbortSignal.timeout(launchTimeoutMs);
+  const failLaunch = async (reason: string, error: AppError) => {
+    await runtime.terminate(row.id, { graceMs: 0 }).catch((e: unknown) => deps.log.error({ err: e, sessionId: row.id }, 'terminating a failed launch failed'));
+    await markDeleted(deps.db, row.id, reason, deps.clock.now());
+    return error;
+  };
+  let observed;
+  try {
+    observed = await runtime.launch(spec, { signal: AbortSignal.any([timeout, deps.shutdown]) });
+  } catch (error) {
+    deps.log.error({ err: error, sessionId: row.id }, 'browser launch failed');
+    if (timeout.aborted) {
+      throw await failLaunch(DELETE_REASONS.launchTimeout, new AppError(504, 'browser_launch_timeout', `The browser was not ready within ${launchTimeoutMs / 1000} s`, { shouldRetry: false }));
+    }
+    throw await failLaunch(DELETE_REASONS.launchFailed, new AppError(502, 'browser_launch_failed', 'The browser could not be started', { shouldRetry: false, cause: error }));
+  }
+  if (observed.phase !== 'Ready' || !observed.agentUrl) {
+    deps.log.error({ sessionId: row.id, phase: observed.phase, reason: observed.reason }, 'browser launch failed');
+    throw await failLaunch(
+      DELETE_REASONS.launchFailed,
+      new AppError(502, 'browser_launch_failed', `The browser could not be started: ${observed.reason ?? observed.phase}`, { shouldRetry: false }),
+    );
+  }
+  const now = deps.clock.now();
+  await markRunning(deps.db, row.id, { agentUrl: observed.agentUrl, startedAt: now, now });
+  const running = await findSession(deps.db, scope, row.id, { includeDeleted: true });
+  if (!running || running.deleted_at !== null) {
+    // Deleted while it started (its invocation finished, or a DELETE by name): it stays deleted.
+    await runtime.terminate(row.id, { graceMs: TERMINATE_GRACE_MS });
+    throw conflict('browser_deleted', 'The browser session was deleted while it was starting');
+  }
+  return running;
+}
+
+/**
+ * Closes the browser (Browser.close, then a kill after the grace period) and marks the
+ * row deleted. The runtime goes first: if it fails, the session stays live and a retry
+ * (or the reaper) finishes the job, rather than a deleted row with a browser still running.
+ */
+export async function endSession(deps: AppDeps, row: Pick<SessionRow, 'id'>, reason: string): Promise<boolean> {
+  await deps.runtime.terminate(row.id, { graceMs: TERMINATE_GRACE_MS });
+  const ended = await markDeleted(deps.db, row.id, reason, deps.clock.now());
+  deps.log.info({ sessionId: row.id, reason }, 'browser session ended');
+  return ended;
+}
+
+/** Live sessions keep their project from being deleted. */
+export const countProjectSessions: ProjectResourceCounter = async (db, projectId) => ({
+  kind: 'browser_sessions',
+  count: await countLiveProjectSessions(db, projectId),
+});

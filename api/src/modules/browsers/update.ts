@@ -1,0 +1,57 @@
+import type { AppDeps } from '../../app-deps.js';
+import { inTransaction } from '../../db/pool.js';
+import { conflict, notFound } from '../../http/errors.js';
+import { findProfile } from '../profiles/store.js';
+import { findProxy } from '../proxies/store.js';
+import { DEFAULT_VIEWPORT, type UpdateBrowserInput } from './schema.js';
+import { getSession, sessionConflict } from './service.js';
+import { findSession, updateSession, type Scope, type SessionChange, type SessionRow } from './store.js';
+import { applyTelemetry } from './telemetry.js';
+
+/**
+ * PATCH /browsers/{id_or_name}. Absent fields stay as they are. name "" or null clears it;
+ * tags replace all tags ({} or null clears); proxy_id "" or null removes it. proxy_id and
+ * viewport are stored only: the running browser keeps its proxy and size in this version.
+ * A profile can be set only while none is loaded. The row is locked for the change, so
+ * concurrent PATCHes apply one after the other.
+ */
+export async function updateSessionSettings(deps: AppDeps, scope: Scope, idOrName: string, input: UpdateBrowserInput): Promise<SessionRow> {
+  let newName: string | null | undefined;
+  try {
+    return await inTransaction(deps.db, async (tx) => {
+      const current = await getSession(tx, scope, idOrName);
+      await tx.query('SELECT 1 FROM browser_sessions WHERE id = $1 FOR UPDATE', [current.id]);
+      const row = (await findSession(tx, scope, current.id))!;
+      const change: SessionChange = { now: deps.clock.now() };
+      if (input.name !== undefined) newName = change.name = input.name === null || input.name === '' ? null : input.name;
+      if (input.tags !== undefined) change.tags = input.tags ?? {};
+      if (input.proxy_id !== undefined) {
+        if (input.proxy_id === null || input.proxy_id === '') change.proxyId = null;
+        else {
+          const proxy = await findProxy(tx, scope.orgId, scope.projectId, input.proxy_id);
+          if (!proxy) throw notFound('Proxy', input.proxy_id);
+          change.proxyId = proxy.id;
+        }
+      }
+      if (input.telemetry !== undefined) change.telemetry = applyTelemetry(row.telemetry, input.telemetry);
+      if (input.viewport !== undefined) {
+        change.viewport = {
+          width: input.viewport.width,
+          height: input.viewport.height,
+          refresh_rate: input.viewport.refresh_rate ?? DEFAULT_VIEWPORT.refresh_rate,
+        };
+      }
+      if (input.profile !== undefined) {
+        if (row.profile_id !== null) throw conflict('profile_already_loaded', 'The session already has a profile; only a session without one can load one');
+        const key = (input.profile.id ?? input.profile.name)!;
+        const profile = await findProfile(tx, scope, key);
+        if (!profile) throw notFound('Profile', key);
+        change.profile = { id: profile.id, saveChanges: input.profile.save_changes === true };
+      }
+      await updateSession(tx, row.id, change);
+      return (await findSession(tx, scope, row.id))!;
+    });
+  } catch (error) {
+    throw sessionConflict(error, newName ?? null);
+  }
+}

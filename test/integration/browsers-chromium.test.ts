@@ -1,0 +1,58 @@
+import { chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../../api/src/clock.js';
+import { IdleReaper } from '../../api/src/modules/browsers/reaper.js';
+import type { HttpClient } from '../support/http.js';
+import { startTestApp, type TestApp } from '../support/test-app.js';
+import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
+import { newProject } from './browsers.fixtures.js';
+
+/** Real agents and real Chromium through the app's own local runtime and CDP proxy. */
+
+let app: TestApp;
+let http: HttpClient;
+let pages: TestPageServer;
+
+beforeAll(async () => {
+  app = await startTestApp({ clock: systemClock });
+  http = app.tenant.http;
+  pages = await startTestPageServer({ '/hello': '<title>Hello through the proxy</title><p id="p">hi</p>' });
+});
+afterAll(async () => {
+  await app?.close();
+  await pages?.close();
+});
+
+describe('a real browser session', () => {
+  it('is driven by Playwright connectOverCDP(cdp_ws_url) and closed by DELETE', async () => {
+    const { http: client } = await newProject(http);
+    const res = await client.post('/browsers', { headless: true, viewport: { width: 1024, height: 768 } });
+    expect(res.status, res.text).toBe(200);
+    const browser = await chromium.connectOverCDP(res.body.cdp_ws_url);
+    try {
+      const context = browser.contexts()[0] ?? (await browser.newContext());
+      const page = await context.newPage();
+      await page.goto(`${pages.url}/hello`);
+      expect(await page.title()).toBe('Hello through the proxy');
+      expect(await page.evaluate<number>('window.innerWidth')).toBe(1024);
+    } finally {
+      await browser.close().catch(() => undefined);
+    }
+    expect((await client.delete(`/browsers/${res.body.session_id}`)).status).toBe(204);
+    const observed = await app.runtime.observe(res.body.session_id);
+    expect(observed === undefined || observed.phase === 'Gone').toBe(true);
+  });
+
+  it('is deleted by the reaper once idle for timeout_seconds', async () => {
+    const { http: client } = await newProject(http);
+    const res = await client.post('/browsers', { headless: true, timeout_seconds: 10 });
+    expect(res.status, res.text).toBe(200);
+    const reaper = new IdleReaper(app.deps, { connections: app.cdpProxy.connections });
+    await reaper.tick();
+    expect((await client.get(`/browsers/${res.body.session_id}`)).status).toBe(200);
+    // The agent's idle_since and started_at are real time here: wait out the minimum timeout.
+    await new Promise((resolve) => setTimeout(resolve, 10_500));
+    await reaper.tick();
+    expect((await client.get(`/browsers/${res.body.session_id}`)).status).toBe(404);
+  }, 40_000);
+});
