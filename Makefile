@@ -49,8 +49,9 @@ test: deps test-packages ## Everything CI runs: lint, type check, and every test
 	$(MAKE) --no-print-directory test-unit test-integration test-e2e
 	@node scripts/test-summary.mjs
 
-bench: build ## Benchmarks; print figures and ratios against a baseline from the same run
+bench: build system-packages ## Benchmarks; print figures and ratios against a baseline from the same run
 	node dist/bench/run.js
+	node dist/bench/sessions.js
 
 clean: ## Remove build output (keeps .data)
 	rm -rf dist .test-results

@@ -4,14 +4,8 @@
  * loopback. Figures are printed as ratios against GET /healthz measured in the same run:
  * the cost of authentication and the Postgres round trips, not of express itself.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { createInterface } from 'node:readline';
 import autocannon from 'autocannon';
-import { packageRoot } from '../api/src/paths.js';
+import { listeningUrl, startBuiltService } from './service-process.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -24,14 +18,10 @@ interface Scenario {
 }
 
 async function main(): Promise<void> {
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'browserplane-bench-'));
-  const key = 'bench_' + randomBytes(24).toString('hex');
-  const service = spawn(process.execPath, [path.join(packageRoot(), 'dist/api/src/main.js')], {
-    env: { ...process.env, PORT: '0', BROWSERPLANE_DATA_DIR: dataDir, BROWSERPLANE_API_KEY: key, LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
+  const service = await startBuiltService();
+  const key = service.key;
   try {
-    const url = await listeningUrl(service);
+    const url = await listeningUrl(service.child);
     const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const project = (await (await post(url, '/org/projects', { name: 'bench' }, auth)).json()) as { id: string };
     for (let i = 0; i < 20; i++) await post(url, '/org/api_keys', { name: `k${i}` }, auth);
@@ -65,9 +55,7 @@ async function main(): Promise<void> {
       );
     }
   } finally {
-    service.kill('SIGTERM');
-    await new Promise((resolve) => service.once('exit', resolve));
-    await rm(dataDir, { recursive: true, force: true });
+    await service.stop();
   }
 }
 
@@ -86,25 +74,6 @@ function load(url: string, scenario: Scenario, headers: Record<string, string>):
 
 function post(url: string, route: string, body: unknown, headers: Record<string, string>): Promise<Response> {
   return fetch(url + route, { method: 'POST', headers, body: JSON.stringify(body) });
-}
-
-function listeningUrl(child: ChildProcess): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const lines = createInterface({ input: child.stdout! });
-    const timer = setTimeout(() => reject(new Error('service did not start within 60 s')), 60_000);
-    child.once('exit', (code) => reject(new Error(`service exited with ${code}`)));
-    lines.on('line', (line) => {
-      try {
-        const entry = JSON.parse(line) as { msg?: string; url?: string };
-        if (entry.msg === 'browserplane listening' && entry.url) {
-          clearTimeout(timer);
-          resolve(entry.url);
-        }
-      } catch {
-        // not a log line
-      }
-    });
-  });
 }
 
 main().catch((error: unknown) => {

@@ -1,0 +1,149 @@
+/**
+ * Session benchmark. In one run, on this machine:
+ * - baseline: bare Chromium (same binary, flags and unprivileged user as the agent) from
+ *   spawn until its CDP endpoint answers;
+ * - POST /browsers on the built service until the session is returned (database, caps,
+ *   agent start, Chromium start, readiness), p50 and p95;
+ * - memory (PSS) of an idle session (agent + Chromium tree) beside an idle bare Chromium.
+ * Targets from the issue: create within 1.2x of the baseline, under 25 MiB extra per session.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chown, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { BASE_FLAGS } from '../agent/src/chromium.js';
+import { resolveChromiumUser } from '../agent/src/chromium-user.js';
+import { listeningUrl, startBuiltService } from './service-process.js';
+
+const RUNS = Number(process.env.BENCH_SESSION_RUNS ?? 8);
+const CHROMIUM = process.env.CHROME_PATH ?? '/usr/lib/chromium/chromium';
+
+async function main(): Promise<void> {
+  const user = await resolveChromiumUser('browserplane');
+  const baseline: number[] = [];
+  const created: number[] = [];
+  const service = await startBuiltService();
+  try {
+    const url = await listeningUrl(service.child);
+    const auth = { authorization: `Bearer ${service.key}`, 'content-type': 'application/json' };
+    // Alternate the two so drift in machine load hits both alike.
+    for (let i = 0; i < RUNS; i++) {
+      const bare = await launchBareChromium(user);
+      baseline.push(bare.readyMs);
+      await bare.stop();
+      const t0 = performance.now();
+      const res = await fetch(`${url}/browsers`, { method: 'POST', headers: auth, body: JSON.stringify({ headless: true }) });
+      const session = (await res.json()) as { session_id: string };
+      created.push(performance.now() - t0);
+      if (res.status !== 200) throw new Error(`create failed: ${res.status} ${JSON.stringify(session)}`);
+      await fetch(`${url}/browsers/${session.session_id}`, { method: 'DELETE', headers: auth });
+    }
+
+    const bare = await launchBareChromium(user);
+    const res = await fetch(`${url}/browsers`, { method: 'POST', headers: auth, body: JSON.stringify({ headless: true }) });
+    const session = (await res.json()) as { session_id: string };
+    await new Promise((resolve) => setTimeout(resolve, 3000)); // let both settle to idle
+    const barePss = await pssOfTree(bare.child.pid!);
+    const record = JSON.parse(await readFile(path.join(service.dataDir, 'browsers', `${session.session_id}.json`), 'utf8')) as {
+      agentPid: number;
+    };
+    const sessionPss = await pssOfTree(record.agentPid);
+    await bare.stop();
+
+    const p = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))]!;
+    console.log(`\nSessions: ${RUNS} alternating runs, headless, sandboxed as ${user?.name ?? os.userInfo().username}\n`);
+    console.log('| measure | p50 | p95 | ratio to baseline p50 |');
+    console.log('|---|---|---|---|');
+    console.log(`| bare Chromium spawn → CDP answers (baseline) | ${p(baseline, 0.5).toFixed(0)} ms | ${p(baseline, 0.95).toFixed(0)} ms | 1.00x |`);
+    console.log(
+      `| POST /browsers → session returned | ${p(created, 0.5).toFixed(0)} ms | ${p(created, 0.95).toFixed(0)} ms | ${(p(created, 0.5) / p(baseline, 0.5)).toFixed(2)}x (target ≤ 1.2x) |`,
+    );
+    console.log('\n| idle process tree | PSS |');
+    console.log('|---|---|');
+    console.log(`| bare Chromium | ${mib(barePss)} MiB |`);
+    console.log(`| session (agent + Chromium) | ${mib(sessionPss)} MiB (+${mib(sessionPss - barePss)} MiB; target < 25) |`);
+  } finally {
+    await service.stop();
+  }
+}
+
+const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+
+interface BareChromium {
+  child: ChildProcess;
+  readyMs: number;
+  stop(): Promise<void>;
+}
+
+/** Chromium as the agent starts it, measured from spawn until /json/version answers. */
+async function launchBareChromium(user: { uid: number; gid: number } | undefined): Promise<BareChromium> {
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'bp-bare-'));
+  if (user) await chown(dir, user.uid, user.gid);
+  const t0 = performance.now();
+  const child = spawn(CHROMIUM, [...BASE_FLAGS, `--user-data-dir=${dir}`, '--headless', 'about:blank'], {
+    ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    env: { HOME: dir, TMPDIR: dir, PATH: process.env.PATH ?? '/usr/bin:/bin' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+    detached: true,
+  });
+  const wsUrl = await new Promise<string>((resolve, reject) => {
+    let text = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      text += chunk.toString();
+      const match = /DevTools listening on (ws:\/\/\S+)/.exec(text);
+      if (match) resolve(match[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`chromium exited with ${code}: ${text.slice(-500)}`)));
+  });
+  const port = new URL(wsUrl).port;
+  for (;;) {
+    const ok = await fetch(`http://127.0.0.1:${port}/json/version`).then((r) => r.ok, () => false);
+    if (ok) break;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  const readyMs = performance.now() - t0;
+  return {
+    child,
+    readyMs,
+    async stop() {
+      // Browser.close over CDP leaves no temp dirs; a kill would.
+      const { WebSocket } = await import('ws');
+      await new Promise<void>((resolve) => {
+        const ws = new WebSocket(wsUrl);
+        ws.once('open', () => ws.send(JSON.stringify({ id: 1, method: 'Browser.close' })));
+        ws.once('error', () => resolve());
+        child.once('exit', () => resolve());
+      });
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Sum of PSS over a process and every descendant, from /proc. */
+async function pssOfTree(root: number): Promise<number> {
+  const parents = new Map<number, number>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (ppid) parents.set(Number(entry), ppid);
+  }
+  const inTree = (pid: number): boolean => {
+    for (let p: number | undefined = pid; p; p = parents.get(p)) if (p === root) return true;
+    return false;
+  };
+  let total = 0;
+  for (const pid of parents.keys()) {
+    if (!inTree(pid)) continue;
+    const rollup = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
+    const kb = /^Pss:\s+(\d+) kB/m.exec(rollup);
+    if (kb) total += Number(kb[1]) * 1024;
+  }
+  return total;
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
+
