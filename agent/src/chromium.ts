@@ -15,7 +15,7 @@ import type { WorkDir } from './work-dir.js';
 const CHROMIUM_CANDIDATES = ['/usr/lib/chromium/chromium', '/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'];
 
 /** Always on: a browser for automation phones home for nothing and speaks no QUIC (proxies see TCP). */
-const BASE_FLAGS = [
+export const BASE_FLAGS = [
   '--disable-background-networking',
   '--disable-component-update',
   '--disable-sync',
