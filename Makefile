@@ -16,11 +16,11 @@ $(DEPS_STAMP): package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund
 	@touch $@
 
-system-packages: ## Install the Debian packages the service uses when missing (chromium, zstd)
-	@scripts/ensure-debian-packages.sh chromium=chromium zstd=zstd
+system-packages: ## Install the Debian packages the service uses when missing (chromium, zstd, Xvfb and X tools)
+	@scripts/ensure-debian-packages.sh chromium=chromium zstd=zstd Xvfb=xvfb xdotool=xdotool xclip=xclip xwd=x11-apps xmodmap=x11-xserver-utils unclutter=unclutter-xfixes
 
-test-packages: ## Install the Debian packages the tests use when missing (zstd, chromium)
-	@scripts/ensure-debian-packages.sh zstd=zstd chromium=chromium
+test-packages: ## Install the Debian packages the tests use when missing (zstd, chromium, Xvfb and X tools)
+	@scripts/ensure-debian-packages.sh zstd=zstd chromium=chromium Xvfb=xvfb xdotool=xdotool xclip=xclip xwd=x11-apps xmodmap=x11-xserver-utils unclutter=unclutter-xfixes
 
 build: deps ## Compile TypeScript to dist/
 	node_modules/.bin/tsc -p tsconfig.build.json

@@ -6,6 +6,7 @@ import type { CdpBridge } from './cdp-bridge.js';
 import { resolveChromiumUser, type ChromiumUser } from './chromium-user.js';
 import { ChromiumStartError, findChromium, launchChromium, startUrlOf, type RunningChromium } from './chromium.js';
 import type { AgentConfig } from './config.js';
+import { startDisplay, type XDisplay } from './display.js';
 import { killProcessGroup } from './process-group.js';
 import type { AgentPhase } from './server.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
@@ -16,11 +17,10 @@ export const EXIT = { clean: 0, startFailed: 1, badConfig: 2, chromiumCrashed: 3
 /** Settings of the spec this slice of the agent does not apply yet, so the log says so. */
 function unsupportedSettings(spec: BrowserLaunchSpec): string[] {
   const ignored: string[] = [];
-  if (!spec.headless) ignored.push('headless=false (runs headless)');
   if (spec.proxy) ignored.push('proxy');
   if (spec.profile) ignored.push('profile');
   if (spec.stealth) ignored.push('stealth');
-  if (spec.kioskMode) ignored.push('kioskMode');
+  if (spec.kioskMode && spec.headless) ignored.push('kioskMode (headless)');
   if (Object.keys(spec.chromePolicy).length > 0) ignored.push('chromePolicy');
   return ignored;
 }
@@ -33,6 +33,7 @@ export class BrowserAgent {
   private phase: AgentPhase = 'starting';
   private chromium?: RunningChromium;
   private dirs?: WorkDir;
+  private display?: XDisplay;
   private bridge?: CdpBridge;
   private server?: Server;
   private stopping?: Promise<void>;
@@ -60,7 +61,7 @@ export class BrowserAgent {
     this.dirs = await prepareWorkDir(this.config.workDir, user);
     // Chromium takes 200-400 ms to answer CDP; the HTTP side loads and listens meanwhile,
     // which keeps ws and the server (about 60 ms of module loading) off the launch path.
-    const launched = this.launch(user, { sandbox: true });
+    const launched = this.startDisplay(user).then(() => this.launch(user, { sandbox: true }));
     const listening = this.listen();
     await Promise.all([listening, launched.catch(() => undefined)]);
     await listening;
@@ -85,6 +86,7 @@ export class BrowserAgent {
     this.log.error({ err: error, stderr_tail: error instanceof ChromiumStartError ? error.stderrTail : undefined }, 'browser failed to start');
     this.phase = 'stopping';
     if (this.chromium) await killProcessGroup(this.chromium.pid);
+    await this.display?.stop();
     if (this.dirs) await removeWorkDir(this.dirs);
     this.server?.close();
     this.finish(EXIT.startFailed, 'start-up failed');
@@ -113,6 +115,13 @@ export class BrowserAgent {
     this.log.info({ host: address, port }, 'listening');
   }
 
+  /** Headful browsers get their own Xvfb at the viewport size before Chromium starts. */
+  private async startDisplay(user: ChromiumUser | undefined): Promise<void> {
+    const { spec } = this.config;
+    if (spec.headless) return;
+    this.display = await startDisplay({ ...spec.viewport, dir: this.dirs!.home, user, timeoutMs: this.config.startTimeoutMs, log: this.log });
+  }
+
   private async chromiumUser(): Promise<ChromiumUser | undefined> {
     try {
       return await resolveChromiumUser(this.config.chromiumUser);
@@ -129,6 +138,7 @@ export class BrowserAgent {
       executable: findChromium(this.config.chromePath),
       spec: this.config.spec,
       dirs: this.dirs!,
+      display: this.display,
       user,
       startTimeoutMs: this.config.startTimeoutMs,
       signal: this.startAborted.signal,
@@ -150,6 +160,7 @@ export class BrowserAgent {
     this.log.error({ exit_code: exit.code, signal: exit.signal }, `chromium exited unexpectedly (code ${exit.code}, signal ${exit.signal})`);
     this.bridge?.closeAll();
     await killProcessGroup(this.chromium!.pid);
+    await this.display?.stop();
     await removeWorkDir(this.dirs!);
     this.server?.close();
     this.finish(EXIT.chromiumCrashed, `chromium exited unexpectedly (code ${exit.code}, signal ${exit.signal})`);
@@ -166,6 +177,7 @@ export class BrowserAgent {
     try {
       if (this.chromium) await this.chromium.close(graceMs);
     } finally {
+      await this.display?.stop();
       if (this.dirs) await removeWorkDir(this.dirs);
       this.server?.close();
       this.server?.closeAllConnections();

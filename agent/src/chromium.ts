@@ -4,6 +4,7 @@ import http from 'node:http';
 import type { Logger } from 'pino';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import type { ChromiumUser } from './chromium-user.js';
+import type { XDisplay } from './display.js';
 import { killProcessGroup, waitForProcessGroupExit } from './process-group.js';
 import type { WorkDir } from './work-dir.js';
 
@@ -40,6 +41,8 @@ export interface RunningChromium {
   /** ws://127.0.0.1:<port>/devtools/browser/<id> */
   browserWsUrl: string;
   sandbox: boolean;
+  /** The virtual display of a headful browser; absent when headless. */
+  display?: XDisplay;
   exited: Promise<ChromiumExit>;
   /** Browser.close, then SIGKILL of the group after `graceMs`; resolves when no process is left. */
   close(graceMs: number): Promise<void>;
@@ -53,7 +56,9 @@ export function findChromium(override: string | undefined): string {
 }
 
 export function chromiumArgs(spec: BrowserLaunchSpec, dirs: WorkDir, options: { sandbox: boolean }): string[] {
-  const args = [...BASE_FLAGS, `--user-data-dir=${dirs.userData}`, '--headless'];
+  const args = [...BASE_FLAGS, `--user-data-dir=${dirs.userData}`];
+  // Headful runs on the browser's own Xvfb, whose screen is the viewport size.
+  args.push(...(spec.headless ? ['--headless'] : ['--window-position=0,0', ...(spec.kioskMode ? ['--kiosk'] : [])]));
   args.push(`--window-size=${spec.viewport.width},${spec.viewport.height}`);
   if (!options.sandbox) args.push('--no-sandbox');
   // The start URL is Chromium's first tab: a failed navigation shows an error page and
@@ -80,6 +85,7 @@ interface LaunchOptions {
   dirs: WorkDir;
   user: ChromiumUser | undefined;
   sandbox: boolean;
+  display: XDisplay | undefined;
   startTimeoutMs: number;
   /** A shutdown during start-up: stop waiting and kill what was started. */
   signal: AbortSignal;
@@ -110,6 +116,7 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
       XDG_CONFIG_HOME: `${dirs.home}/.config`,
       XDG_CACHE_HOME: `${dirs.home}/.cache`,
       LANG: process.env.LANG ?? 'C.UTF-8',
+      ...options.display?.env,
     },
   });
   log.debug({ chromium_pid: child.pid, args }, 'chromium spawned');
@@ -128,6 +135,7 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
     versionInfo,
     browserWsUrl,
     sandbox,
+    ...(options.display ? { display: options.display } : {}),
     exited,
     close: (graceMs) => closeChromium({ pid, browserWsUrl, exited, graceMs, log }),
   };

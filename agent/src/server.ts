@@ -2,6 +2,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { CdpBridge } from './cdp-bridge.js';
 import type { RunningChromium } from './chromium.js';
+import { handleComputerRequest } from './computer/routes.js';
 
 /**
  * The agent's one port: health, Chromium's /json/version with the WebSocket URL pointing
@@ -45,6 +46,7 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
   const key = `${request.method} ${path}`;
   if (key === 'GET /health') return sendJson(response, state.phase() === 'ready' ? 200 : 503, health(state));
   if (key === 'GET /json/version') return jsonVersion(state, request, response);
+  if (path.startsWith('/computer/')) return handleComputerRequest(state.chromium(), request, response, path);
   if (key === 'POST /shutdown') {
     const body = await readJson(request);
     const graceMs = typeof body.grace_ms === 'number' && body.grace_ms >= 0 ? body.grace_ms : undefined;
@@ -52,6 +54,7 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
     state.requestShutdown('shutdown requested over HTTP', graceMs);
     return;
   }
+  if (path.startsWith('/fs/')) return (await import('./fs/http.js')).handleFsRequest(state, request, response);
   sendJson(response, 404, { code: 'route_not_found', message: `no route for ${key}` });
 }
 

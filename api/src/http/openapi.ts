@@ -3,6 +3,22 @@ import { createDocument, type ZodOpenApiOperationObject, type ZodOpenApiPathsObj
 import type { RouteDef } from './route.js';
 import { errorResponses } from './standard-responses.js';
 
+/** JSON bodies by their zod schema; streamed ones (fs writes and uploads) by media type. */
+function requestBodyOf(route: RouteDef): Pick<ZodOpenApiOperationObject, 'requestBody'> {
+  if (route.bodyType === 'raw') {
+    return {
+      requestBody: {
+        required: true,
+        content: { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } },
+      },
+    };
+  }
+  if (route.bodyType === 'multipart') {
+    return { requestBody: { required: true, content: { 'multipart/form-data': { schema: { type: 'object' } } } } };
+  }
+  return route.body ? { requestBody: { required: false, content: { 'application/json': { schema: route.body } } } } : {};
+}
+
 /**
  * The OpenAPI 3.1 document, built from the same route objects and zod schemas that
  * validate requests.
@@ -12,7 +28,7 @@ export function buildOpenApiDocument(routes: RouteDef[], version: string): Retur
   for (const route of routes) {
     const common = {
       ...(route.auth === 'public' ? {} : errorResponses(401, 403)),
-      ...(route.body ? errorResponses(413, 415) : {}),
+      ...(route.body || route.bodyType ? errorResponses(413, 415) : {}),
       ...errorResponses(500),
     };
     const responses = Object.fromEntries(
@@ -46,9 +62,7 @@ export function buildOpenApiDocument(routes: RouteDef[], version: string): Retur
             : {}),
         }),
       },
-      ...(route.body
-        ? { requestBody: { required: false, content: { 'application/json': { schema: route.body } } } }
-        : {}),
+      ...requestBodyOf(route),
       responses,
     };
     paths[route.path] = { ...paths[route.path], [route.method]: operation };

@@ -71,6 +71,12 @@ export interface RouteDef<
   params?: P;
   query?: Q;
   body?: B;
+  /**
+   * 'json' (default): parsed and validated against `body`. 'raw' (any media type but
+   * JSON) and 'multipart' (multipart/form-data only): left unread on `req`, for the
+   * handler to stream on (fs write_file and uploads).
+   */
+  bodyType?: 'json' | 'raw' | 'multipart';
   responses: Record<number, ResponseSpec>;
   deprecation?: Deprecation;
   handler: (ctx: HandlerContext<P, Q, B>) => Promise<RouteResult> | RouteResult;

@@ -34,6 +34,7 @@ async function runRoute(route: RouteDef, req: Request, res: Response, deps: AppD
       route.auth,
     );
   }
+  if (route.bodyType === 'raw' || route.bodyType === 'multipart') checkStreamedBody(req, route.bodyType);
   const parsed = validateRequest({
     params: { schema: route.params, value: rawParams },
     query: { schema: route.query, value: req.query },
@@ -70,6 +71,15 @@ function jsonBody(req: Request): unknown {
   }
   const body: unknown = req.body;
   return body === undefined || body === null ? {} : body;
+}
+
+/** A body the handler streams: JSON was already consumed by express.json, so it is a 415. */
+function checkStreamedBody(req: Request, type: 'raw' | 'multipart'): void {
+  const wrong = type === 'multipart' ? !req.is('multipart/form-data') : Boolean(req.is(['application/json', 'application/*+json']));
+  if (wrong) {
+    const wanted = type === 'multipart' ? 'multipart/form-data' : 'application/octet-stream';
+    throw new AppError(415, 'unsupported_media_type', `Send the body as ${wanted} (got ${req.headers['content-type'] ?? 'no Content-Type'})`);
+  }
 }
 
 function sendResult(res: Response, result: RouteResult): void {

@@ -6,6 +6,8 @@ import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js
 import { errorResponses } from '../../http/standard-responses.js';
 import type { BrowserRuntime } from '../../../../operator/src/ports/browser-runtime.js';
 import { createCdpTokens } from './cdp-token.js';
+import { computerRoutes } from './computer-routes.js';
+import { fsRoutes } from './fs-routes.js';
 import { presentSession, publicWsBase } from './present.js';
 import {
   browserIdParams,
@@ -123,5 +125,7 @@ export function browserRoutes(appDeps: AppDeps, options: BrowserRouteOptions = {
         return noContent();
       },
     }),
+    ...computerRoutes(deps),
+    ...fsRoutes(deps),
   ];
 }

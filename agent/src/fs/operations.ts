@@ -1,0 +1,217 @@
+import { spawn } from 'node:child_process';
+import { constants, type Stats } from 'node:fs';
+import { lstat, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { canonicalPath, parseMode, symbolicMode, virtualComponents } from './confine.js';
+import { escapeRefused, FsError, fromErrno, invalidPath } from './errors.js';
+import { refuseHardLinked, type SessionRoot } from './session-root.js';
+
+/** Every operation of CONTRACT.md §2.2 except zip, multipart and watch, on a SessionRoot. */
+
+const { O_WRONLY, O_CREAT, O_NOFOLLOW, O_NONBLOCK, O_RDONLY } = constants;
+export const DEFAULT_FILE_MODE = 0o644;
+export const DEFAULT_DIR_MODE = 0o755;
+
+export interface FileInfo {
+  name: string;
+  path: string;
+  is_dir: boolean;
+  size_bytes: number;
+  mode: string;
+  mod_time: string;
+}
+
+export function fileInfoOf(virtualPath: string, info: Stats): FileInfo {
+  const canonical = canonicalPath(virtualPath);
+  return {
+    name: canonical === '/' ? '/' : canonical.slice(canonical.lastIndexOf('/') + 1),
+    path: canonical,
+    is_dir: info.isDirectory(),
+    size_bytes: info.isDirectory() ? 0 : info.size,
+    mode: symbolicMode(info.mode),
+    mod_time: info.mtime.toISOString(),
+  };
+}
+
+/**
+ * Writes `body` to `virtualPath`, creating missing parent directories. The final
+ * component is opened with O_NOFOLLOW (a symlink there is refused) and without O_TRUNC,
+ * so a file with other hard links is refused before a byte of it changes.
+ */
+export async function writeFile(root: SessionRoot, virtualPath: string, body: Readable | Buffer, modeText?: string): Promise<void> {
+  const mode = parseMode(modeText, DEFAULT_FILE_MODE);
+  const { dir, name } = await root.openParent(virtualPath, { createMode: DEFAULT_DIR_MODE });
+  try {
+    const handle = await open(dir.child(name), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, mode).catch((error: unknown) => {
+      throw fromErrno(error, virtualPath);
+    });
+    await root.verify(handle, virtualPath);
+    await refuseHardLinked(handle, virtualPath);
+    try {
+      if ((await handle.stat()).isDirectory()) throw fromErrno(Object.assign(new Error(), { code: 'EISDIR' }), virtualPath);
+      await handle.truncate(0);
+      if (Buffer.isBuffer(body)) await handle.write(body);
+      else for await (const chunk of body as AsyncIterable<Buffer>) await handle.write(chunk);
+      await handle.chmod(mode);
+      await root.giveToBrowser(handle);
+    } finally {
+      await handle.close();
+    }
+  } finally {
+    await dir.close();
+  }
+}
+
+export async function fileInfo(root: SessionRoot, virtualPath: string): Promise<FileInfo> {
+  const handle = await root.openExisting(virtualPath);
+  try {
+    return fileInfoOf(virtualPath, await handle.stat());
+  } finally {
+    await handle.close();
+  }
+}
+
+/** An open regular file for streaming; directories are a 400. */
+export async function openForRead(root: SessionRoot, virtualPath: string) {
+  const handle = await root.openExisting(virtualPath);
+  const info = await handle.stat();
+  if (info.isDirectory()) {
+    await handle.close();
+    throw new FsError(400, 'is_a_directory', `${virtualPath} is a directory`);
+  }
+  return { handle, size: info.size };
+}
+
+/** Entries of a directory (symlinks reported as links, not followed), sorted by name. */
+export async function listFiles(root: SessionRoot, virtualPath: string): Promise<FileInfo[]> {
+  const dir = await root.openDir(virtualComponents(virtualPath));
+  try {
+    const base = canonicalPath(virtualPath);
+    const names = (await readdir(dir.child(''))).sort();
+    const infos: FileInfo[] = [];
+    for (const name of names) {
+      const info = await lstat(dir.child(name)).catch(() => undefined);
+      if (info) infos.push(fileInfoOf(`${base === '/' ? '' : base}/${name}`, info));
+    }
+    return infos;
+  } finally {
+    await dir.close();
+  }
+}
+
+export async function createDirectory(root: SessionRoot, virtualPath: string, modeText?: string): Promise<void> {
+  const mode = parseMode(modeText, DEFAULT_DIR_MODE);
+  const dir = await root.openDir(virtualComponents(virtualPath), { createMode: mode });
+  await dir.close();
+}
+
+/** Removes a file or a symlink (the link itself, never its target). */
+export async function deleteFile(root: SessionRoot, virtualPath: string): Promise<void> {
+  const { dir, name } = await root.openParent(virtualPath);
+  try {
+    const info = await lstat(dir.child(name)).catch((error: unknown) => {
+      throw fromErrno(error, virtualPath);
+    });
+    if (info.isDirectory()) throw new FsError(400, 'is_a_directory', `${virtualPath} is a directory; use delete_directory`);
+    await unlink(dir.child(name)).catch((error: unknown) => {
+      throw fromErrno(error, virtualPath);
+    });
+  } finally {
+    await dir.close();
+  }
+}
+
+/**
+ * Removes a directory tree. GNU rm walks it with openat and never follows symlinks, and
+ * as root it runs as the browser's user, so even a race on the parent path can only
+ * remove what the browser itself could.
+ */
+export async function deleteDirectory(root: SessionRoot, virtualPath: string): Promise<void> {
+  const { dir, name } = await root.openParent(virtualPath);
+  try {
+    const info = await lstat(dir.child(name)).catch((error: unknown) => {
+      throw fromErrno(error, virtualPath);
+    });
+    if (!info.isDirectory()) throw new FsError(400, 'not_a_directory', `${virtualPath} is not a directory`);
+    await runRm(`${dir.hostPath}/${name}`, root);
+  } finally {
+    await dir.close();
+  }
+}
+
+function runRm(hostPath: string, root: SessionRoot): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('rm', ['-rf', '--one-file-system', '--', hostPath], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      ...(root.owner ? { uid: root.owner.uid, gid: root.owner.gid } : {}),
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve() : reject(new Error(`rm exited ${code}: ${stderr.trim()}`))));
+  });
+}
+
+/** rename(2) between two open directories: neither final component is followed. */
+export async function move(root: SessionRoot, srcPath: string, destPath: string): Promise<void> {
+  const src = await root.openParent(srcPath);
+  try {
+    const dest = await root.openParent(destPath);
+    try {
+      await rename(src.dir.child(src.name), dest.dir.child(dest.name)).catch((error: unknown) => {
+        if ((error as NodeJS.ErrnoException).code === 'EINVAL') throw invalidPath(`cannot move ${srcPath} into itself`);
+        throw fromErrno(error, (error as NodeJS.ErrnoException).code === 'ENOENT' ? srcPath : destPath);
+      });
+    } finally {
+      await dest.dir.close();
+    }
+  } finally {
+    await src.dir.close();
+  }
+}
+
+/**
+ * chmod and optional chown of one file or directory, never through a symlink.
+ * setuid/setgid are refused on anything owned by root: inside a browser's files they
+ * have no use, and a root-owned setuid file would be a way out of the sandbox.
+ */
+export async function setFilePermissions(
+  root: SessionRoot,
+  input: { path: string; mode: string; owner?: string; group?: string },
+): Promise<void> {
+  const mode = parseMode(input.mode, DEFAULT_FILE_MODE);
+  const uid = input.owner === undefined ? undefined : await lookupId('/etc/passwd', input.owner, 'owner');
+  const gid = input.group === undefined ? undefined : await lookupId('/etc/group', input.group, 'group');
+  const { dir, name } = await root.openParent(input.path);
+  try {
+    const handle = await open(dir.child(name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK).catch((error: unknown) => {
+      throw fromErrno(error, input.path);
+    });
+    try {
+      await root.verify(handle, input.path);
+      const info = await handle.stat();
+      if (info.isFile() && info.nlink > 1) throw escapeRefused(input.path, `has ${info.nlink} hard links`);
+      const finalUid = uid ?? info.uid;
+      const finalGid = gid ?? info.gid;
+      if ((mode & 0o4000 && finalUid === 0) || (mode & 0o2000 && finalGid === 0)) {
+        throw invalidPath('setuid/setgid bits are not allowed on files owned by root');
+      }
+      if (uid !== undefined || gid !== undefined) await handle.chown(finalUid, finalGid);
+      await handle.chmod(mode);
+    } finally {
+      await handle.close().catch(() => undefined);
+    }
+  } finally {
+    await dir.close();
+  }
+}
+
+/** A user or group by name or numeric id; unknown ones are a 400. */
+async function lookupId(database: '/etc/passwd' | '/etc/group', nameOrId: string, field: string): Promise<number> {
+  if (/^\d+$/.test(nameOrId)) return Number(nameOrId);
+  const lines = (await readFile(database, 'utf8')).split('\n');
+  const fields = lines.find((line) => line.startsWith(`${nameOrId}:`))?.split(':');
+  if (!fields || fields.length < 3) throw new FsError(400, 'invalid_request', `unknown ${field}: ${nameOrId}`);
+  return Number(fields[2]);
+}
+

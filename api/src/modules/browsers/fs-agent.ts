@@ -1,0 +1,92 @@
+import type { Request, Response } from 'express';
+import { pipeline } from 'node:stream/promises';
+import { request as agentRequest } from 'undici';
+import { AppError } from '../../http/errors.js';
+import type { RouteResult } from '../../http/route.js';
+
+/**
+ * Forwarding to the session's agent: request bodies and answers are streamed both ways
+ * (file uploads and downloads never sit in memory), and the agent's `{code, message}`
+ * errors keep their status, so a missing file is 404 not_found here too.
+ */
+
+const PASSED_STATUSES = new Set([400, 403, 404, 409, 413]);
+
+export interface AgentCall {
+  method: 'GET' | 'PUT' | 'POST' | 'DELETE';
+  path: string;
+  query?: Record<string, string | undefined>;
+  /** JSON to send, or the incoming request to stream on as is (with its Content-Type). */
+  body?: { json: unknown } | { stream: Request };
+  /** SSE: no body timeout, and the upstream is cut when the client leaves. */
+  longLived?: boolean;
+}
+
+function agentUrl(base: string, call: AgentCall): string {
+  const url = new URL(`${base.replace(/\/+$/, '')}${call.path}`);
+  for (const [name, value] of Object.entries(call.query ?? {})) if (value !== undefined) url.searchParams.set(name, value);
+  return url.href;
+}
+
+async function send(base: string, call: AgentCall) {
+  const headers: Record<string, string> = {};
+  let body: string | Request | undefined;
+  if (call.body && 'json' in call.body) {
+    headers['content-type'] = 'application/json';
+    body = JSON.stringify(call.body.json);
+  } else if (call.body) {
+    const req = call.body.stream;
+    if (req.headers['content-type']) headers['content-type'] = req.headers['content-type'];
+    body = req;
+  }
+  try {
+    return await agentRequest(agentUrl(base, call), {
+      method: call.method,
+      headers,
+      body: body ?? null,
+      ...(call.longLived ? { bodyTimeout: 0 } : {}),
+    });
+  } catch (error) {
+    throw new AppError(502, 'browser_unavailable', 'The browser did not answer', { cause: error });
+  }
+}
+
+function failure(status: number, text: string): never {
+  let parsed: { code?: unknown; message?: unknown } = {};
+  try {
+    parsed = JSON.parse(text) as typeof parsed;
+  } catch {
+    // not JSON: reported with the status alone
+  }
+  const passed = PASSED_STATUSES.has(status);
+  const code = passed && typeof parsed.code === 'string' ? parsed.code : 'browser_error';
+  const message = typeof parsed.message === 'string' ? parsed.message : `The browser answered ${status}`;
+  throw new AppError(passed ? status : 502, code, message, status === 409 ? { shouldRetry: false } : {});
+}
+
+/** A call whose answer is JSON (or nothing: 204). */
+export async function callAgentJson(base: string, call: AgentCall): Promise<RouteResult> {
+  const answer = await send(base, call);
+  const text = await answer.body.text();
+  if (answer.statusCode >= 400) return failure(answer.statusCode, text);
+  if (answer.statusCode === 204 || text === '') return { kind: 'empty', status: 204 };
+  return { kind: 'json', status: answer.statusCode, body: JSON.parse(text) };
+}
+
+/** A call whose answer (file bytes, zip, SSE) is streamed to the client as it comes. */
+export async function streamAgent(base: string, call: AgentCall, res: Response): Promise<RouteResult> {
+  const answer = await send(base, call);
+  if (answer.statusCode >= 400) return failure(answer.statusCode, await answer.body.text());
+  const headers: Record<string, string> = {};
+  for (const name of ['content-type', 'content-length', 'cache-control']) {
+    const value = answer.headers[name];
+    if (typeof value === 'string') headers[name] = value;
+  }
+  res.writeHead(answer.statusCode, headers);
+  res.flushHeaders();
+  res.once('close', () => answer.body.destroy());
+  // Headers are out: a client that leaves or an agent that dies mid-stream can only end
+  // the response, which pipeline does by destroying both sides.
+  await pipeline(answer.body, res).catch(() => undefined);
+  return { kind: 'handled' };
+}
