@@ -55,4 +55,17 @@ describe('a real browser session', () => {
     await reaper.tick();
     expect((await client.get(`/browsers/${res.body.session_id}`)).status).toBe(404);
   }, 40_000);
+
+  it('admits exactly the cap out of 20 parallel creates with real browsers; the rest get 429', async () => {
+    const { http: client } = await newProject(http, { max_concurrent_sessions: 5 });
+    const results = await Promise.all(Array.from({ length: 20 }, () => client.post('/browsers', { headless: true })));
+    const created = results.filter((r) => r.status === 200);
+    expect(created).toHaveLength(5);
+    expect(results.filter((r) => r.status === 429 && r.body.code === 'concurrency_limit_exceeded')).toHaveLength(15);
+    const ids = created.map((r) => r.body.session_id as string);
+    // Five distinct live browsers, each answering on its own agent.
+    for (const id of ids) expect((await app.runtime.observe(id))?.phase).toBe('Ready');
+    for (const id of ids) expect((await client.delete(`/browsers/${id}`)).status).toBe(204);
+    expect((await client.post('/browsers', { headless: true })).status).toBe(200);
+  }, 60_000);
 });

@@ -4,6 +4,14 @@ import { errorFields, type HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { FakeAgent, FakeRuntime, newProject, useRuntime } from './browsers.fixtures.js';
 
+/*
+ * The API logic here (validation, caps, PATCH rules, launch failures and hangs) runs
+ * against a stand-in runtime and agent (browsers.fixtures.ts): injected launch failures
+ * cannot be produced with real Chromium on demand. Real sessions are exercised in
+ * browsers-chromium.test.ts (Playwright over cdp_ws_url, the idle reaper, the cap with
+ * real browsers) and in the SDK e2e tests.
+ */
+
 const START = new Date('2026-07-01T12:00:00.000Z');
 const clock = new FixedClock(START);
 let app: TestApp;
