@@ -12,14 +12,14 @@ import { chown, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { BASE_FLAGS } from '../agent/src/chromium.js';
-import { resolveChromiumUser } from '../agent/src/chromium-user.js';
+import { resolveSystemUser } from '../agent/src/system-user.js';
 import { listeningUrl, startBuiltService } from './service-process.js';
 
 const RUNS = Number(process.env.BENCH_SESSION_RUNS ?? 8);
 const CHROMIUM = process.env.CHROME_PATH ?? '/usr/lib/chromium/chromium';
 
 async function main(): Promise<void> {
-  const user = await resolveChromiumUser('browserplane');
+  const user = await resolveSystemUser('browserplane');
   const baseline: number[] = [];
   const created: number[] = [];
   const service = await startBuiltService();

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import type { CdpBridge } from './cdp-bridge.js';
-import { resolveChromiumUser, type ChromiumUser } from './chromium-user.js';
+import { resolveSystemUser, type SystemUser } from './system-user.js';
 import { ChromiumStartError, findChromium, launchChromium, startUrlOf, type RunningChromium } from './chromium.js';
 import type { AgentConfig } from './config.js';
 import { startDisplay, type XDisplay } from './display.js';
@@ -116,15 +116,15 @@ export class BrowserAgent {
   }
 
   /** Headful browsers get their own Xvfb at the viewport size before Chromium starts. */
-  private async startDisplay(user: ChromiumUser | undefined): Promise<void> {
+  private async startDisplay(user: SystemUser | undefined): Promise<void> {
     const { spec } = this.config;
     if (spec.headless) return;
     this.display = await startDisplay({ ...spec.viewport, dir: this.dirs!.home, user, timeoutMs: this.config.startTimeoutMs, log: this.log });
   }
 
-  private async chromiumUser(): Promise<ChromiumUser | undefined> {
+  private async chromiumUser(): Promise<SystemUser | undefined> {
     try {
-      return await resolveChromiumUser(this.config.chromiumUser);
+      return await resolveSystemUser(this.config.chromiumUser);
     } catch (error) {
       this.log.error({ err: error, user: this.config.chromiumUser }, 'SANDBOX OFF: cannot find or create the unprivileged user; Chromium runs as root with --no-sandbox');
       return undefined;
@@ -132,7 +132,7 @@ export class BrowserAgent {
   }
 
   /** As root without an unprivileged user the sandbox cannot work; elsewhere it is tried first. */
-  private async launch(user: ChromiumUser | undefined, options: { sandbox: boolean }): Promise<RunningChromium> {
+  private async launch(user: SystemUser | undefined, options: { sandbox: boolean }): Promise<RunningChromium> {
     const sandbox = options.sandbox && !(process.getuid?.() === 0 && !user);
     const launchOptions = {
       executable: findChromium(this.config.chromePath),

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import http from 'node:http';
 import type { Logger } from 'pino';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
-import type { ChromiumUser } from './chromium-user.js';
+import type { SystemUser } from './system-user.js';
 import type { XDisplay } from './display.js';
 import { killProcessGroup, waitForProcessGroupExit } from './process-group.js';
 import type { WorkDir } from './work-dir.js';
@@ -83,7 +83,7 @@ interface LaunchOptions {
   executable: string;
   spec: BrowserLaunchSpec;
   dirs: WorkDir;
-  user: ChromiumUser | undefined;
+  user: SystemUser | undefined;
   sandbox: boolean;
   display: XDisplay | undefined;
   startTimeoutMs: number;

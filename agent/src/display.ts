@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { ChromiumUser } from './chromium-user.js';
+import type { SystemUser } from './system-user.js';
 import { isProcessAlive, killProcessGroup, signalProcessGroup, waitForProcessGroupExit } from './process-group.js';
 
 /**
@@ -36,7 +36,7 @@ export async function startDisplay(options: {
   width: number;
   height: number;
   dir: string;
-  user: ChromiumUser | undefined;
+  user: SystemUser | undefined;
   timeoutMs: number;
   log: Logger;
 }): Promise<XDisplay> {

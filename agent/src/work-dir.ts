@@ -1,7 +1,7 @@
 import { chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { firstBlockedDir, type ChromiumUser } from './chromium-user.js';
+import { firstBlockedDir, type SystemUser } from './system-user.js';
 
 /**
  * Everything Chromium writes goes under one per-browser directory: the user-data dir,
@@ -32,7 +32,7 @@ export function assertShortEnough(root: string): void {
   }
 }
 
-export async function prepareWorkDir(requested: string | undefined, user: ChromiumUser | undefined): Promise<WorkDir> {
+export async function prepareWorkDir(requested: string | undefined, user: SystemUser | undefined): Promise<WorkDir> {
   let root: string;
   if (requested) {
     root = path.resolve(requested);

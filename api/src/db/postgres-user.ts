@@ -5,6 +5,7 @@ import { chmod, cp, mkdir, rename, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
+import { firstBlockedDir, resolveSystemUser, type SystemUser } from '../../../agent/src/system-user.js';
 
 /**
  * Who runs the embedded Postgres, and making sure that user can reach its binaries and
@@ -19,29 +20,14 @@ export interface Binaries {
   pg_ctl: string;
 }
 
-export interface RunAs {
-  uid: number;
-  gid: number;
-  name: string;
-}
+export type RunAs = SystemUser;
 
 const isSelf = (owner: RunAs) => process.getuid?.() === owner.uid;
 
 /** The current user, or as root the `postgres` system user (created when missing). */
 export async function runAsUser(): Promise<RunAs> {
-  const uid = process.getuid?.() ?? 0;
-  if (uid !== 0) return { uid, gid: process.getgid?.() ?? 0, name: os.userInfo().username };
-  const lookup = async () => {
-    const { stdout: u } = await run('id', ['-u', 'postgres']);
-    const { stdout: g } = await run('id', ['-g', 'postgres']);
-    return { uid: Number(u.trim()), gid: Number(g.trim()), name: 'postgres' };
-  };
-  try {
-    return await lookup();
-  } catch {
-    await run('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres']);
-    return lookup();
-  }
+  const postgres = await resolveSystemUser('postgres');
+  return postgres ?? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, name: os.userInfo().username };
 }
 
 export async function runAs(owner: RunAs, file: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
@@ -49,16 +35,6 @@ export async function runAs(owner: RunAs, file: string, args: string[]): Promise
     ...(isSelf(owner) ? {} : { uid: owner.uid, gid: owner.gid }),
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', HOME: os.tmpdir() },
   });
-}
-
-/** The first directory from `dir` up to / that `owner` may not enter, if any. */
-async function firstBlockedDir(dir: string, owner: RunAs): Promise<string | undefined> {
-  for (let current = dir; ; current = path.dirname(current)) {
-    const s = await stat(current);
-    const bit = s.uid === owner.uid ? 0o100 : s.gid === owner.gid ? 0o010 : 0o001;
-    if ((s.mode & bit) === 0) return current;
-    if (path.dirname(current) === current) return undefined;
-  }
 }
 
 /**

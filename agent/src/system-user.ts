@@ -4,24 +4,25 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 
 /**
- * Who Chromium runs as. Chromium refuses its sandbox as root, so as root the agent runs
- * it as an unprivileged system user (created when missing) and the sandbox stays on.
- * api/src/db/postgres-user.ts does the same for Postgres; the agent cannot import it,
- * since it must not load service code at runtime (it is a pod's container later).
+ * Unprivileged system users for the programs we start as root: Chromium refuses its
+ * sandbox as root and Postgres refuses to run at all. The agent runs Chromium as one,
+ * the service runs its embedded Postgres as another (api/src/db/postgres-user.ts). It
+ * lives with the agent because the agent must not load service code at runtime (it is a
+ * pod's container later); the service may import this pure module.
  */
 
 const run = promisify(execFile);
 
-export interface ChromiumUser {
+export interface SystemUser {
   uid: number;
   gid: number;
   name: string;
 }
 
-/** undefined when the agent is not root: Chromium then runs as the agent's own user. */
-export async function resolveChromiumUser(name: string): Promise<ChromiumUser | undefined> {
+/** The user `name`, created when missing; undefined when we are not root (the program then runs as us). */
+export async function resolveSystemUser(name: string): Promise<SystemUser | undefined> {
   if (process.getuid?.() !== 0) return undefined;
-  const lookup = async (): Promise<ChromiumUser> => {
+  const lookup = async (): Promise<SystemUser> => {
     const local = await fromPasswdFile(name);
     if (local) return local;
     // Users from other NSS sources (LDAP, sssd): two execs, about 20 ms each.
@@ -45,7 +46,7 @@ export async function resolveChromiumUser(name: string): Promise<ChromiumUser | 
 }
 
 /** useradd writes /etc/passwd; reading it costs nothing on the launch path, unlike `id`. */
-async function fromPasswdFile(name: string): Promise<ChromiumUser | undefined> {
+async function fromPasswdFile(name: string): Promise<SystemUser | undefined> {
   const passwd = await readFile('/etc/passwd', 'utf8').catch(() => '');
   const fields = passwd.split('\n').find((line) => line.startsWith(`${name}:`))?.split(':');
   if (!fields || fields.length < 4) return undefined;
@@ -53,7 +54,7 @@ async function fromPasswdFile(name: string): Promise<ChromiumUser | undefined> {
 }
 
 /** The first directory from `dir` up to / that `user` may not enter, if any. */
-export async function firstBlockedDir(dir: string, user: ChromiumUser): Promise<string | undefined> {
+export async function firstBlockedDir(dir: string, user: SystemUser): Promise<string | undefined> {
   for (let current = dir; ; current = path.dirname(current)) {
     const info = await stat(current);
     const bit = info.uid === user.uid ? 0o100 : info.gid === user.gid ? 0o010 : 0o001;
