@@ -3,12 +3,13 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import type { CdpBridge } from './cdp-bridge.js';
+import { ConnectionTracker } from './connections.js';
 import { resolveSystemUser, type SystemUser } from './system-user.js';
 import { ChromiumStartError, findChromium, launchChromium, startUrlOf, type RunningChromium } from './chromium.js';
 import type { AgentConfig } from './config.js';
 import { startDisplay, type XDisplay } from './display.js';
 import { killProcessGroup } from './process-group.js';
-import type { AgentPhase } from './server.js';
+import type { AgentPhase, LiveSettings } from './server.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
 
 /** Exit codes the runtime reads: anything but 0 means the browser is Failed. */
@@ -39,6 +40,7 @@ export class BrowserAgent {
   private stopping?: Promise<void>;
   private starting?: Promise<void>;
   private readonly startAborted = new AbortController();
+  private readonly connections = new ConnectionTracker();
 
   constructor(
     private readonly config: AgentConfig,
@@ -94,13 +96,15 @@ export class BrowserAgent {
 
   private async listen(): Promise<void> {
     const [{ CdpBridge }, { createAgentServer }] = await Promise.all([import('./cdp-bridge.js'), import('./server.js')]);
-    const bridge = new CdpBridge(() => this.chromium?.browserWsUrl, this.log);
+    const bridge = new CdpBridge(() => this.chromium?.browserWsUrl, this.connections, this.log);
     const server = createAgentServer(
       {
         browserId: this.config.spec.browserId,
         phase: () => this.phase,
         chromium: () => this.chromium,
         bridge,
+        connections: this.connections,
+        applySettings: (settings) => this.applySettings(settings),
         requestShutdown: (reason, graceMs) => void this.shutdown(reason, graceMs),
       },
       this.log,
@@ -113,6 +117,18 @@ export class BrowserAgent {
     });
     const { address, port } = server.address() as AddressInfo;
     this.log.info({ host: address, port }, 'listening');
+  }
+
+  /**
+   * Settings changed on the running browser (PATCH /browsers/{id}): each is applied by
+   * the module that owns it; the first failure is reported and later ones are not tried.
+   */
+  private applySettings(settings: LiveSettings): Promise<void> {
+    const unsupported: string[] = [];
+    if (settings.proxy !== undefined) unsupported.push('proxy');
+    if (settings.viewport !== undefined) unsupported.push('viewport');
+    if (unsupported.length > 0) return Promise.reject(new Error(`this agent cannot change ${unsupported.join(' and ')} on a running browser yet`));
+    return Promise.resolve();
   }
 
   /** Headful browsers get their own Xvfb at the viewport size before Chromium starts. */

@@ -2,36 +2,28 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
+import type { ConnectionTracker } from './connections.js';
 
 /**
  * CDP pass-through: each client WebSocket on /cdp gets its own WebSocket to Chromium's
  * browser endpoint, and frames are copied both ways untouched. Chromium multiplexes
- * clients itself, so the agent needs no knowledge of CDP. The bridge counts clients,
- * because the service's idle timeout deletes a session nobody is connected to.
+ * clients itself, so the agent needs no knowledge of CDP. Clients are counted in the
+ * agent's ConnectionTracker, because the service's idle timeout deletes a session nobody
+ * is connected to.
  */
 
 /** CDP screenshots and large evaluations exceed ws's 100 MiB default only rarely; be generous. */
 const MAX_FRAME_BYTES = 512 * 1024 * 1024;
 
-export interface CdpActivity {
-  connections: number;
-  /** When the last client left (or the browser became ready, if none ever came); null while one is connected. */
-  idleSince: Date | null;
-}
-
 export class CdpBridge {
   private readonly server = new WebSocketServer({ noServer: true, perMessageDeflate: false, maxPayload: MAX_FRAME_BYTES });
   private readonly pairs = new Set<{ client: WebSocket; upstream: WebSocket }>();
-  private idleSince = new Date();
 
   constructor(
     private readonly upstreamUrl: () => string | undefined,
+    private readonly tracker: ConnectionTracker,
     private readonly log: Logger,
   ) {}
-
-  activity(): CdpActivity {
-    return { connections: this.pairs.size, idleSince: this.pairs.size > 0 ? null : this.idleSince };
-  }
 
   /** Opens the upstream first, so a client is only accepted when Chromium took it. */
   handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -57,6 +49,7 @@ export class CdpBridge {
   private pipe(client: WebSocket, upstream: WebSocket): void {
     const pair = { client, upstream };
     this.pairs.add(pair);
+    const release = this.tracker.opened('cdp');
     this.log.info({ connections: this.pairs.size }, 'CDP client connected');
     const forward = (to: WebSocket) => (data: RawData, isBinary: boolean) => {
       if (to.readyState === WebSocket.OPEN) to.send(data, { binary: isBinary });
@@ -68,7 +61,7 @@ export class CdpBridge {
       if (closed) return;
       closed = true;
       this.pairs.delete(pair);
-      if (this.pairs.size === 0) this.idleSince = new Date();
+      release();
       this.log.info({ connections: this.pairs.size }, 'CDP client disconnected');
       // 1005/1006 are reserved: they may be observed but never sent.
       const sendable = code >= 1000 && code !== 1005 && code !== 1006 && code < 5000 ? code : 1000;

@@ -1,15 +1,36 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
+import type { Duplex } from 'node:stream';
 import type { CdpBridge } from './cdp-bridge.js';
 import type { RunningChromium } from './chromium.js';
 import { handleComputerRequest } from './computer/routes.js';
+import type { ConnectionTracker } from './connections.js';
 
 /**
  * The agent's one port: health, Chromium's /json/version with the WebSocket URL pointing
- * back at the agent, the CDP WebSocket on /cdp, and POST /shutdown for the runtime.
+ * back at the agent, the WebSockets (CDP on /cdp, WebDriver BiDi on /webdriver, live view
+ * as VNC on /vnc), fs and computer routes, POST /settings for settings changed on a
+ * running browser, and POST /shutdown for the runtime.
  */
 
 export const CDP_PATH = '/cdp';
+export const WEBDRIVER_PATH = '/webdriver';
+export const VNC_PATH = '/vnc';
+
+/** Settings the service may change while the browser runs (PATCH /browsers/{id}). */
+export interface LiveSettings {
+  /** null removes the proxy. */
+  proxy?: { url: string; username?: string; password?: string; bypassHosts: string[] } | null;
+  viewport?: { width: number; height: number; refreshRate?: number };
+}
+
+export type UpgradeHandler = (state: AgentState, request: IncomingMessage, socket: Duplex, head: Buffer, log: Logger) => void;
+
+/** Loaded on first use, so BiDi's mapper and the VNC bridge cost nothing until a client asks. */
+const UPGRADES: Record<string, () => Promise<UpgradeHandler>> = {
+  [WEBDRIVER_PATH]: async () => (await import('./bidi/upgrade.js')).handleBidiUpgrade,
+  [VNC_PATH]: async () => (await import('./live/vnc.js')).handleVncUpgrade,
+};
 
 export type AgentPhase = 'starting' | 'ready' | 'stopping';
 
@@ -18,6 +39,9 @@ export interface AgentState {
   phase: () => AgentPhase;
   chromium: () => RunningChromium | undefined;
   bridge: CdpBridge;
+  connections: ConnectionTracker;
+  /** Applies settings changed on the running browser; rejects with a message a person can read. */
+  applySettings: (settings: LiveSettings) => Promise<void>;
   /** Starts the shutdown; `graceMs` overrides the configured grace period for Chromium. */
   requestShutdown: (reason: string, graceMs?: number) => void;
 }
@@ -32,11 +56,19 @@ export function createAgentServer(state: AgentState, log: Logger): http.Server {
   });
   server.on('upgrade', (request: IncomingMessage, socket, head: Buffer) => {
     const path = new URL(request.url ?? '/', 'http://agent').pathname;
-    if (path !== CDP_PATH) {
+    if (path === CDP_PATH) return state.bridge.handleUpgrade(request, socket, head);
+    const load = UPGRADES[path];
+    if (!load) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }
-    state.bridge.handleUpgrade(request, socket, head);
+    load().then(
+      (handle) => handle(state, request, socket, head, log),
+      (error: unknown) => {
+        log.error({ err: error, path }, 'WebSocket handler failed to load');
+        socket.end('HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      },
+    );
   });
   return server;
 }
@@ -47,6 +79,16 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
   if (key === 'GET /health') return sendJson(response, state.phase() === 'ready' ? 200 : 503, health(state));
   if (key === 'GET /json/version') return jsonVersion(state, request, response);
   if (path.startsWith('/computer/')) return handleComputerRequest(state.chromium(), request, response, path);
+  if (key === 'POST /settings') {
+    if (state.phase() !== 'ready') return sendJson(response, 503, { code: 'not_ready', message: 'browser not ready' });
+    const body = (await readJson(request)) as LiveSettings;
+    try {
+      await state.applySettings(body);
+    } catch (error) {
+      return sendJson(response, 422, { code: 'settings_not_applied', message: error instanceof Error ? error.message : String(error) });
+    }
+    return sendJson(response, 200, { status: 'applied' });
+  }
   if (key === 'POST /shutdown') {
     const body = await readJson(request);
     const graceMs = typeof body.grace_ms === 'number' && body.grace_ms >= 0 ? body.grace_ms : undefined;
@@ -60,12 +102,13 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
 
 function health(state: AgentState) {
   const chromium = state.chromium();
-  const activity = state.bridge.activity();
+  const activity = state.connections.activity();
   return {
     status: state.phase(),
     browser_id: state.browserId,
     browser: chromium ? { version: chromium.version, pid: chromium.pid, sandbox: chromium.sandbox } : null,
     connections: activity.connections,
+    connections_by_kind: activity.byKind,
     idle_since: activity.idleSince?.toISOString() ?? null,
   };
 }

@@ -89,12 +89,19 @@ describe('the CDP WebSocket through the service', () => {
     }
   });
 
-  it('answers 404 for a deleted session, and 501 on the WebDriver URL', async () => {
+  it('answers 404 on every WebSocket of a deleted session', async () => {
     const client = (await newProject(http)).http;
     const s = await create(client);
-    expect(await connect(cdp.rewrite(s.webdriver_ws_url))).toBe(501);
     await client.delete(`/browsers/${s.session_id}`);
     expect(await connect(cdp.rewrite(s.cdp_ws_url))).toBe(404);
+    expect(await connect(cdp.rewrite(s.webdriver_ws_url))).toBe(404);
+    expect(await connect(cdp.rewrite(s.cdp_ws_url.replace('/cdp?', '/vnc?')))).toBe(404);
+  });
+
+  it('answers 502 when the agent refuses a WebSocket (this stand-in agent serves only /cdp)', async () => {
+    const client = (await newProject(http)).http;
+    const s = await create(client);
+    expect(await connect(cdp.rewrite(s.webdriver_ws_url))).toBe(502);
   });
 
   it('closes the client when the agent goes away', async () => {

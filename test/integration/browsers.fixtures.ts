@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { expect } from 'vitest';
-import type { BrowserLaunchSpec, BrowserRuntime, ObservedBrowser } from '../../operator/src/ports/browser-runtime.js';
+import type { BrowserLaunchSpec, BrowserRuntime, LiveBrowserSettings, ObservedBrowser } from '../../operator/src/ports/browser-runtime.js';
 import { attachCdpProxy, type CdpProxy } from '../../api/src/modules/browsers/cdp-proxy.js';
 import type { HttpClient } from '../support/http.js';
 import type { TestApp } from '../support/test-app.js';
@@ -53,6 +53,7 @@ export class FakeAgent {
 export class FakeRuntime implements BrowserRuntime {
   readonly launched: BrowserLaunchSpec[] = [];
   readonly terminated: string[] = [];
+  readonly settingsApplied: { browserId: string; settings: LiveBrowserSettings }[] = [];
   readonly browsers = new Map<string, ObservedBrowser>();
   /** Set to make the next launches fail or hang. */
   mode: 'ready' | 'fail' | 'hang' = 'ready';
@@ -76,6 +77,10 @@ export class FakeRuntime implements BrowserRuntime {
   }
   list(): Promise<ObservedBrowser[]> {
     return Promise.resolve([...this.browsers.values()]);
+  }
+  applySettings(browserId: string, settings: LiveBrowserSettings): Promise<void> {
+    this.settingsApplied.push({ browserId, settings });
+    return Promise.resolve();
   }
   terminate(browserId: string): Promise<void> {
     this.terminated.push(browserId);

@@ -10,6 +10,21 @@
  * Every method is idempotent on `browserId`, because reconcilers retry.
  */
 
+/** An upstream proxy with its credentials decrypted, for the agent only. */
+export interface ProxySpec {
+  url: string;
+  username?: string;
+  password?: string;
+  bypassHosts: string[];
+}
+
+/** Settings that change on a running browser (PATCH /browsers/{id}). */
+export interface LiveBrowserSettings {
+  /** null removes the proxy. */
+  proxy?: ProxySpec | null;
+  viewport?: Viewport;
+}
+
 export interface Viewport {
   width: number;
   height: number;
@@ -28,7 +43,7 @@ export interface BrowserLaunchSpec {
   viewport: Viewport;
   startUrl?: string;
   /** Upstream proxy with credentials already decrypted for the agent only. */
-  proxy?: { url: string; username?: string; password?: string; bypassHosts: string[] };
+  proxy?: ProxySpec;
   /** Chrome enterprise policy for this browser alone, already validated. */
   chromePolicy: Record<string, unknown>;
   /** Profile archive to load into the user-data dir, and whether to save it back. */
@@ -58,8 +73,16 @@ export interface BrowserRuntime {
   /** Every browser this runtime placed, for reconcilers to find orphans and crashes. */
   list(): Promise<ObservedBrowser[]>;
   /**
+   * Changes settings of a Ready browser in place. Rejects with
+   * BrowserSettingsError when the agent cannot apply them (the browser keeps what it had).
+   */
+  applySettings(browserId: string, settings: LiveBrowserSettings): Promise<void>;
+  /**
    * Closes the browser cleanly (CDP Browser.close, so Chromium leaves no temp dirs), then
    * kills what is left after `graceMs`; succeeds if it is already gone.
    */
   terminate(browserId: string, options: { graceMs: number }): Promise<void>;
 }
+
+/** The agent refused or failed to apply live settings; the message says why. */
+export class BrowserSettingsError extends Error {}

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { open, readdir, readFile } from 'node:fs/promises';
 import net from 'node:net';
-import type { BrowserLaunchSpec } from '../ports/browser-runtime.js';
+import type { BrowserLaunchSpec, LiveBrowserSettings } from '../ports/browser-runtime.js';
 
 /**
  * Starting, probing and reading the agent as a child process. The agent's stdout goes to
@@ -75,6 +75,23 @@ export async function fetchHealth(agentUrl: string, timeoutMs: number): Promise<
     return (await response.json()) as AgentHealth;
   } catch {
     return undefined;
+  }
+}
+
+/** POST /settings: the agent applies them to the running browser or says why not. */
+export async function postAgentSettings(agentUrl: string, settings: LiveBrowserSettings): Promise<{ ok: true } | { ok: false; message: string }> {
+  try {
+    const response = await fetch(`${agentUrl}/settings`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(settings),
+      signal: AbortSignal.timeout(15_000),
+    });
+    const body = (await response.json().catch(() => ({}))) as { message?: unknown };
+    if (response.ok) return { ok: true };
+    return { ok: false, message: typeof body.message === 'string' ? body.message : `the agent answered ${response.status}` };
+  } catch (error) {
+    return { ok: false, message: `the agent did not answer: ${error instanceof Error ? error.message : String(error)}` };
   }
 }
 

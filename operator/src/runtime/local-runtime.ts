@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { isProcessAlive, processGroupMembers, signalProcessGroup, waitForProcessGroupExit } from '../../../agent/src/process-group.js';
 import { packageRoot } from '../../../api/src/paths.js';
-import type { BrowserLaunchSpec, BrowserRuntime, ObservedBrowser } from '../ports/browser-runtime.js';
+import { BrowserSettingsError, type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
 import {
   describeExit,
   fetchHealth,
@@ -14,6 +14,7 @@ import {
   isProcessOf,
   lastAgentWords,
   processGroupsMentioning,
+  postAgentSettings,
   requestAgentShutdown,
   spawnAgent,
   type AgentExit,
@@ -260,6 +261,14 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
       const ids = new Set([...tracked.keys(), ...launching.keys(), ...(await records.ids())]);
       const results = await Promise.all([...ids].map((id) => runtime.observe(id)));
       return results.filter((result): result is ObservedBrowser => result !== undefined);
+    },
+
+    async applySettings(browserId, settings) {
+      const entry = await entryFor(browserId);
+      const current = entry ? await phaseOf(entry) : undefined;
+      if (!entry || current?.phase !== 'Ready') throw new BrowserSettingsError(`browser ${browserId} is not running`);
+      const answer = await postAgentSettings(entry.record.agentUrl, settings);
+      if (!answer.ok) throw new BrowserSettingsError(answer.message);
     },
 
     async terminate(browserId, { graceMs }) {

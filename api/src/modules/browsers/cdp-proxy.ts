@@ -6,12 +6,16 @@ import { createCdpTokens, type TokenCheck } from './cdp-token.js';
 import { findLiveSessionById } from './store.js';
 
 /**
- * The CDP WebSocket through the service: `/browsers/{id}/cdp?token=…` is checked (token,
- * then a live session) before the upgrade completes, then piped frame by frame to the
- * agent's /cdp. Express routes cannot take upgrades, so this listens on the HTTP server.
+ * The browser's WebSockets through the service: `/browsers/{id}/cdp?token=…` (CDP),
+ * `/browsers/{id}/webdriver?token=…` (WebDriver BiDi) and `/browsers/{id}/vnc?token=…`
+ * (the live view's VNC stream) are checked (token, then a live session) before the
+ * upgrade completes, then piped frame by frame to the agent's endpoint of the same name.
+ * Every one counts as use of the session for the idle timeout. Express routes cannot
+ * take upgrades, so this listens on the HTTP server.
  */
 
-const PATH = /^\/browsers\/([^/]+)\/(cdp|webdriver)$/;
+const PATH = /^\/browsers\/([^/]+)\/(cdp|webdriver|vnc)$/;
+type Kind = 'cdp' | 'webdriver' | 'vnc';
 const AGENT_CONNECT_TIMEOUT_MS = 10_000;
 
 /** Open proxied connections per session and when the last one closed, for the idle reaper. */
@@ -61,25 +65,24 @@ export function attachCdpProxy(server: Server, deps: AppDeps, options: { connect
     const url = new URL(req.url ?? '/', 'http://service');
     const match = PATH.exec(url.pathname);
     if (!match) return refuse(socket, 404, 'route_not_found', 'No WebSocket endpoint at this path');
-    handle(decodeURIComponent(match[1]!), match[2] as 'cdp' | 'webdriver', url, req, socket, head).catch((error: unknown) => {
+    handle(decodeURIComponent(match[1]!), match[2] as Kind, url, req, socket, head).catch((error: unknown) => {
       deps.log.error({ err: error }, 'CDP proxy failed');
       refuse(socket, 500, 'internal_error', 'The connection could not be set up');
     });
   };
 
-  async function handle(sessionId: string, kind: 'cdp' | 'webdriver', url: URL, req: IncomingMessage, socket: Duplex, head: Buffer) {
+  async function handle(sessionId: string, kind: Kind, url: URL, req: IncomingMessage, socket: Duplex, head: Buffer) {
     const check = await tokens.verify(sessionId, url.searchParams.get('token') ?? '');
     if (check !== 'ok') {
       const [status, message] = REFUSALS[check];
       return refuse(socket, status, status === 401 ? 'unauthorized' : 'forbidden', message);
     }
-    if (kind === 'webdriver') return refuse(socket, 501, 'not_implemented', 'WebDriver BiDi is not available on this service yet; use cdp_ws_url');
     const session = await findLiveSessionById(deps.db, sessionId);
     if (!session) return refuse(socket, 404, 'not_found', `Browser session ${JSON.stringify(sessionId)} was not found`);
     if (!session.agent_url) return refuse(socket, 409, 'browser_not_ready', 'The browser is still starting');
 
-    const upstream = await connectAgent(`${session.agent_url.replace(/^http/, 'ws').replace(/\/+$/, '')}/cdp`).catch((error: unknown) => {
-      deps.log.warn({ err: error, sessionId }, 'the agent refused the CDP connection');
+    const upstream = await connectAgent(`${session.agent_url.replace(/^http/, 'ws').replace(/\/+$/, '')}/${kind}`).catch((error: unknown) => {
+      deps.log.warn({ err: error, sessionId, kind }, 'the agent refused the WebSocket connection');
       return undefined;
     });
     if (!upstream) return refuse(socket, 502, 'browser_unreachable', 'The browser did not accept the connection');

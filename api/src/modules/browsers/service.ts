@@ -113,7 +113,8 @@ async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInp
   }
 }
 
-async function resolveProxy(deps: AppDeps, db: Queryable, scope: Scope, id: string) {
+/** The proxy row and its endpoint with credentials opened, for the agent. */
+export async function resolveProxy(deps: AppDeps, db: Queryable, scope: Scope, id: string) {
   const row = await findProxy(db, scope.orgId, scope.projectId, id);
   if (!row) throw notFound('Proxy', id);
   const endpoint = proxyEndpoint(deps, row);

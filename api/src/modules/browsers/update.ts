@@ -1,19 +1,20 @@
 import type { AppDeps } from '../../app-deps.js';
 import { inTransaction } from '../../db/pool.js';
-import { conflict, notFound } from '../../http/errors.js';
+import { AppError, conflict, notFound } from '../../http/errors.js';
+import { BrowserSettingsError, type LiveBrowserSettings } from '../../../../operator/src/ports/browser-runtime.js';
 import { findProfile } from '../profiles/store.js';
-import { findProxy } from '../proxies/store.js';
 import { DEFAULT_VIEWPORT, type UpdateBrowserInput } from './schema.js';
-import { getSession, sessionConflict } from './service.js';
+import { getSession, resolveProxy, sessionConflict } from './service.js';
 import { findSession, updateSession, type Scope, type SessionChange, type SessionRow } from './store.js';
 import { applyTelemetry } from './telemetry.js';
 
 /**
  * PATCH /browsers/{id_or_name}. Absent fields stay as they are. name "" or null clears it;
  * tags replace all tags ({} or null clears); proxy_id "" or null removes it. proxy_id and
- * viewport are stored only: the running browser keeps its proxy and size in this version.
- * A profile can be set only while none is loaded. The row is locked for the change, so
- * concurrent PATCHes apply one after the other.
+ * viewport are applied to the running browser before the change commits: if the agent
+ * cannot apply them, nothing is stored and the caller gets 409. A profile can be set only
+ * while none is loaded. The row is locked for the change, so concurrent PATCHes apply one
+ * after the other.
  */
 export async function updateSessionSettings(deps: AppDeps, scope: Scope, idOrName: string, input: UpdateBrowserInput): Promise<SessionRow> {
   let newName: string | null | undefined;
@@ -25,12 +26,15 @@ export async function updateSessionSettings(deps: AppDeps, scope: Scope, idOrNam
       const change: SessionChange = { now: deps.clock.now() };
       if (input.name !== undefined) newName = change.name = input.name === null || input.name === '' ? null : input.name;
       if (input.tags !== undefined) change.tags = input.tags ?? {};
+      const live: LiveBrowserSettings = {};
       if (input.proxy_id !== undefined) {
-        if (input.proxy_id === null || input.proxy_id === '') change.proxyId = null;
-        else {
-          const proxy = await findProxy(tx, scope.orgId, scope.projectId, input.proxy_id);
-          if (!proxy) throw notFound('Proxy', input.proxy_id);
-          change.proxyId = proxy.id;
+        if (input.proxy_id === null || input.proxy_id === '') {
+          change.proxyId = null;
+          live.proxy = null;
+        } else {
+          const proxy = await resolveProxy(deps, tx, scope, input.proxy_id);
+          change.proxyId = proxy.row.id;
+          live.proxy = proxy.endpoint;
         }
       }
       if (input.telemetry !== undefined) change.telemetry = applyTelemetry(row.telemetry, input.telemetry);
@@ -40,6 +44,7 @@ export async function updateSessionSettings(deps: AppDeps, scope: Scope, idOrNam
           height: input.viewport.height,
           refresh_rate: input.viewport.refresh_rate ?? DEFAULT_VIEWPORT.refresh_rate,
         };
+        live.viewport = { width: change.viewport.width, height: change.viewport.height, refreshRate: change.viewport.refresh_rate };
       }
       if (input.profile !== undefined) {
         if (row.profile_id !== null) throw conflict('profile_already_loaded', 'The session already has a profile; only a session without one can load one');
@@ -49,9 +54,23 @@ export async function updateSessionSettings(deps: AppDeps, scope: Scope, idOrNam
         change.profile = { id: profile.id, saveChanges: input.profile.save_changes === true };
       }
       await updateSession(tx, row.id, change);
+      if (live.proxy !== undefined || live.viewport !== undefined) await applyLive(deps, row, live);
       return (await findSession(tx, scope, row.id))!;
     });
   } catch (error) {
     throw sessionConflict(error, newName ?? null);
+  }
+}
+
+/** The running browser takes the new proxy or viewport, or the PATCH fails and its transaction rolls back. */
+async function applyLive(deps: AppDeps, row: SessionRow, settings: LiveBrowserSettings): Promise<void> {
+  if (row.phase !== 'running') throw conflict('browser_not_ready', 'The browser is still starting; retry the change when it runs');
+  try {
+    await deps.runtime.applySettings(row.id, settings);
+  } catch (error) {
+    if (error instanceof BrowserSettingsError) {
+      throw new AppError(409, 'browser_settings_not_applied', `The running browser could not take the change: ${error.message}`);
+    }
+    throw error;
   }
 }
