@@ -32,6 +32,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
 
   const lifecycle: Lifecycle = { draining: false };
   const metrics = createMetrics(deps.db);
+  for (const module of apiModules) module.metrics?.(metrics.registry, deps);
   const routes: RouteDef[] = [];
   routes.push(
     ...healthRoutes(deps, {

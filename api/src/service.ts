@@ -17,7 +17,7 @@ import { ADMIN_KEY_FILE, bootstrap } from './modules/orgs/bootstrap.js';
 import { loadProxyUpstreams } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
 import { createFileProfileStore } from './storage/file-profile-store.js';
-import { attachCdpProxy, IdleReaper } from './modules/browsers/module.js';
+import { adoptBrowsersAtStart, attachCdpProxy, IdleReaper } from './modules/browsers/module.js';
 import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
 
 /** How long each browser gets for Browser.close when the service stops. */
@@ -77,6 +77,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
       log,
     );
     if (boot.generatedKey) announceAdminKey(boot.generatedKey, `${config.dataDir}/${ADMIN_KEY_FILE}`);
+
+    // Before the first request: sessions of a killed service carry on or end with a reason.
+    await adoptBrowsersAtStart(deps);
 
     const { app, lifecycle } = buildApp(deps);
     const server = await listen(app, config.PORT, config.HOST);

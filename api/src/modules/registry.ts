@@ -1,3 +1,4 @@
+import type { Registry } from 'prom-client';
 import type { AppDeps, ProjectResourceCounter } from '../app-deps.js';
 import type { RouteDef } from '../http/route.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
@@ -17,6 +18,8 @@ export interface ApiModule {
   name: string;
   routes(deps: AppDeps): RouteDef[];
   projectResources?: ProjectResourceCounter[];
+  /** Registers the module's own metrics on the app's registry (served at /metrics). */
+  metrics?(registry: Registry, deps: AppDeps): void;
 }
 
 export const apiModules: ApiModule[] = [

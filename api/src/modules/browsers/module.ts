@@ -1,4 +1,5 @@
 import type { ApiModule } from '../registry.js';
+import { registerBrowserMetrics } from './metrics.js';
 import { browserRoutes } from './routes.js';
 import { countProjectSessions } from './service.js';
 
@@ -11,7 +12,9 @@ export const browsersModule: ApiModule = {
   name: 'browsers',
   routes: (deps) => browserRoutes(deps),
   projectResources: [countProjectSessions],
+  metrics: (registry, deps) => registerBrowserMetrics(registry, deps.db),
 };
 
 export { attachCdpProxy, CdpConnections, type CdpProxy } from './cdp-proxy.js';
 export { IdleReaper } from './reaper.js';
+export { adoptBrowsersAtStart, type AdoptionReport } from './adopt.js';

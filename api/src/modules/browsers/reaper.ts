@@ -34,7 +34,8 @@ export const fetchAgentHealth: AgentHealth = async (agentUrl) => {
  * - idle: no CDP client for timeout_seconds, counting the agent's clients and the ones
  *   this service proxies; idle since the latest of start, a client seen, a client closed;
  * - owned by an invocation that finished (the safety net behind the PATCH hook);
- * - the browser is gone (the runtime no longer has it, or it failed).
+ * - the browser is gone (the runtime no longer has it: browser_gone) or crashed (the
+ *   runtime reports it Failed, with the reason in the log: browser_crashed).
  * Level-triggered: each tick reads every live session afresh, so a restart loses nothing
  * but the in-memory "last seen busy" times (sessions then count as idle from the restart).
  */
@@ -91,7 +92,11 @@ export class IdleReaper {
     const agent = await this.health(row.agent_url);
     if (!agent) {
       const observed = await this.deps.runtime.observe(row.id);
-      if (!observed || observed.phase === 'Gone' || observed.phase === 'Failed') await this.end(row, DELETE_REASONS.gone);
+      if (observed?.phase === 'Failed') {
+        // The browser died on its own (Chromium crashed, the agent was killed): say why.
+        this.deps.log.error({ sessionId: row.id, reason: observed.reason }, `browser crashed: ${observed.reason ?? 'no reason reported'}`);
+        await this.end(row, DELETE_REASONS.crashed);
+      } else if (!observed || observed.phase === 'Gone') await this.end(row, DELETE_REASONS.gone);
       return;
     }
     if (agent.connections > 0 || (this.options.connections?.count(row.id) ?? 0) > 0) {

@@ -35,6 +35,8 @@ export const DELETE_REASONS = {
   launchFailed: 'launch_failed',
   launchTimeout: 'launch_timeout',
   gone: 'browser_gone',
+  crashed: 'browser_crashed',
+  interrupted: 'launch_interrupted',
 } as const;
 
 export async function getSession(db: Queryable, scope: Scope, idOrName: string, includeDeleted = false): Promise<SessionRow> {

@@ -1,0 +1,52 @@
+import type { AppDeps } from '../../app-deps.js';
+import { DELETE_REASONS, TERMINATE_GRACE_MS } from './service.js';
+import { listLiveSessions, markDeleted } from './store.js';
+
+export interface AdoptionReport {
+  /** Running sessions whose browser still runs: they carry on. */
+  adopted: number;
+  /** Sessions ended because their browser is gone or crashed, or their create was cut short. */
+  ended: number;
+  /** Browsers with no live session, terminated. */
+  orphans: number;
+}
+
+/**
+ * Start-up reconciliation for a single-service runtime (embedded mode, where the pid
+ * claim on the data dir guarantees one service): after a crash or kill -9 of the service,
+ * its agents still run (each in its own process group). Sessions that were running and
+ * whose browser is Ready are adopted as they are (same agent, same cdp_ws_url path; tokens
+ * stay valid since the signing key is in Postgres). Everything else is made consistent
+ * before the first request: a create that was in flight lost its caller, so its browser is
+ * terminated and the row ended as launch_interrupted; a session whose browser died ends
+ * as browser_gone (or browser_crashed); a browser with no live session is terminated.
+ *
+ * Not for several replicas sharing one runtime: a 'starting' row may be another
+ * replica's create in progress there.
+ */
+export async function adoptBrowsersAtStart(deps: AppDeps): Promise<AdoptionReport> {
+  const log = deps.log.child({ component: 'browser-adoption' });
+  const observed = new Map((await deps.runtime.list()).map((b) => [b.browserId, b]));
+  const report: AdoptionReport = { adopted: 0, ended: 0, orphans: 0 };
+  const end = async (id: string, reason: string) => {
+    await deps.runtime.terminate(id, { graceMs: TERMINATE_GRACE_MS });
+    if (await markDeleted(deps.db, id, reason, deps.clock.now())) report.ended += 1;
+    log.warn({ sessionId: id, reason }, `browser session ended at start-up: ${reason}`);
+  };
+  for (const row of await listLiveSessions(deps.db)) {
+    const browser = observed.get(row.id);
+    observed.delete(row.id);
+    if (row.phase === 'starting') await end(row.id, DELETE_REASONS.interrupted);
+    else if (browser?.phase === 'Ready') {
+      report.adopted += 1;
+      log.info({ sessionId: row.id }, 'browser session re-adopted');
+    } else await end(row.id, browser?.phase === 'Failed' ? DELETE_REASONS.crashed : DELETE_REASONS.gone);
+  }
+  for (const id of observed.keys()) {
+    await deps.runtime.terminate(id, { graceMs: TERMINATE_GRACE_MS });
+    report.orphans += 1;
+    log.warn({ browserId: id }, 'terminated a browser that has no live session');
+  }
+  log.info(report, 'browser sessions reconciled at start-up');
+  return report;
+}

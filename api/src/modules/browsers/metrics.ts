@@ -1,0 +1,37 @@
+import client from 'prom-client';
+import type { Queryable } from '../../db/pool.js';
+
+/**
+ * Session gauges read from Postgres at scrape time, not counted in memory: Postgres is
+ * where sessions live, so every replica reports the same figures and a restart loses
+ * nothing. Ended sessions are cumulative by reason (deleted rows are kept), which makes
+ * crashes (reason browser_crashed) visible as a rising line.
+ */
+export function registerBrowserMetrics(registry: client.Registry, db: Queryable): void {
+  new client.Gauge({
+    name: 'browserplane_browser_sessions',
+    help: 'Active browser sessions by phase (starting, running), all projects',
+    labelNames: ['phase'] as const,
+    registers: [registry],
+    async collect() {
+      const { rows } = await db.query<{ phase: string; n: string }>(
+        'SELECT phase, count(*) AS n FROM browser_sessions WHERE deleted_at IS NULL GROUP BY phase',
+      );
+      this.reset();
+      for (const phase of ['starting', 'running']) this.set({ phase }, Number(rows.find((r) => r.phase === phase)?.n ?? 0));
+    },
+  });
+  new client.Gauge({
+    name: 'browserplane_browser_sessions_ended',
+    help: 'Browser sessions ended since the database was created, by reason (deleted, idle_timeout, browser_crashed, …)',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+    async collect() {
+      const { rows } = await db.query<{ reason: string; n: string }>(
+        'SELECT deleted_reason AS reason, count(*) AS n FROM browser_sessions WHERE deleted_at IS NOT NULL GROUP BY deleted_reason',
+      );
+      this.reset();
+      for (const row of rows) this.set({ reason: row.reason ?? 'unknown' }, Number(row.n));
+    },
+  });
+}
