@@ -4,7 +4,8 @@
  *   spawn until its CDP endpoint answers;
  * - POST /browsers on the built service until the session is returned (database, caps,
  *   agent start, Chromium start, readiness), p50 and p95;
- * - memory (PSS) of an idle session (agent + Chromium tree) beside an idle bare Chromium.
+ * - memory (PSS and USS) of idle sessions (agent + Chromium tree) beside idle bare
+ *   Chromiums, several of each at once, as browsers run in practice.
  * Targets from the issue: create within 1.2x of the baseline, under 25 MiB extra per session.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -16,6 +17,7 @@ import { resolveSystemUser } from '../agent/src/system-user.js';
 import { listeningUrl, startBuiltService } from './service-process.js';
 
 const RUNS = Number(process.env.BENCH_SESSION_RUNS ?? 8);
+const MEMORY_SESSIONS = Number(process.env.BENCH_MEMORY_SESSIONS ?? 5);
 const CHROMIUM = process.env.CHROME_PATH ?? '/usr/lib/chromium/chromium';
 
 async function main(): Promise<void> {
@@ -39,16 +41,33 @@ async function main(): Promise<void> {
       await fetch(`${url}/browsers/${session.session_id}`, { method: 'DELETE', headers: auth });
     }
 
-    const bare = await launchBareChromium(user);
-    const res = await fetch(`${url}/browsers`, { method: 'POST', headers: auth, body: JSON.stringify({ headless: true }) });
-    const session = (await res.json()) as { session_id: string };
-    await new Promise((resolve) => setTimeout(resolve, 3000)); // let both settle to idle
-    const barePss = await pssOfTree(bare.child.pid!);
-    const record = JSON.parse(await readFile(path.join(service.dataDir, 'browsers', `${session.session_id}.json`), 'utf8')) as {
-      agentPid: number;
-    };
-    const sessionPss = await pssOfTree(record.agentPid);
-    await bare.stop();
+    // Memory with several idle browsers of each kind at once: the agents share Node's
+    // code pages among themselves (and with the service), as they do in real use, so the
+    // per-session PSS is the marginal cost of one more session, and USS (memory no other
+    // process shares) is its floor.
+    const bares = [];
+    const sessions: string[] = [];
+    for (let i = 0; i < MEMORY_SESSIONS; i++) {
+      bares.push(await launchBareChromium(user));
+      const res = await fetch(`${url}/browsers`, { method: 'POST', headers: auth, body: JSON.stringify({ headless: true, timeout_seconds: 600 }) });
+      sessions.push(((await res.json()) as { session_id: string }).session_id);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5000)); // let all settle to idle
+    const bareMem = await Promise.all(bares.map((b) => memoryOfTree(b.child.pid!)));
+    const sessionMem = await Promise.all(
+      sessions.map(async (id) => {
+        const record = JSON.parse(await readFile(path.join(service.dataDir, 'browsers', `${id}.json`), 'utf8')) as { agentPid: number };
+        return { tree: await memoryOfTree(record.agentPid), agent: await memoryOf(record.agentPid) };
+      }),
+    );
+    await Promise.all(bares.map((b) => b.stop()));
+    const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+    const barePss = mean(bareMem.map((m) => m.pss));
+    const bareUss = mean(bareMem.map((m) => m.uss));
+    const sessionPss = mean(sessionMem.map((m) => m.tree.pss));
+    const sessionUss = mean(sessionMem.map((m) => m.tree.uss));
+    const agentPss = mean(sessionMem.map((m) => m.agent.pss));
+    const agentUss = mean(sessionMem.map((m) => m.agent.uss));
 
     const p = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))]!;
     console.log(`\nSessions: ${RUNS} alternating runs, headless, sandboxed as ${user?.name ?? os.userInfo().username}\n`);
@@ -58,10 +77,13 @@ async function main(): Promise<void> {
     console.log(
       `| POST /browsers → session returned | ${p(created, 0.5).toFixed(0)} ms | ${p(created, 0.95).toFixed(0)} ms | ${(p(created, 0.5) / p(baseline, 0.5)).toFixed(2)}x (target ≤ 1.2x) |`,
     );
-    console.log('\n| idle process tree | PSS |');
-    console.log('|---|---|');
-    console.log(`| bare Chromium | ${mib(barePss)} MiB |`);
-    console.log(`| session (agent + Chromium) | ${mib(sessionPss)} MiB (+${mib(sessionPss - barePss)} MiB; target < 25) |`);
+    console.log(`\nMemory: ${MEMORY_SESSIONS} idle sessions beside ${MEMORY_SESSIONS} idle bare Chromiums, mean per browser`);
+    console.log('| idle process tree | PSS | USS (unshared) |');
+    console.log('|---|---|---|');
+    console.log(`| bare Chromium | ${mib(barePss)} MiB | ${mib(bareUss)} MiB |`);
+    console.log(`| session (agent + Chromium) | ${mib(sessionPss)} MiB | ${mib(sessionUss)} MiB |`);
+    console.log(`| of which the agent | ${mib(agentPss)} MiB | ${mib(agentUss)} MiB |`);
+    console.log(`| session − bare | +${mib(sessionPss - barePss)} MiB (target < 25) | +${mib(sessionUss - bareUss)} MiB |`);
   } finally {
     await service.stop();
   }
@@ -80,7 +102,8 @@ async function launchBareChromium(user: { uid: number; gid: number } | undefined
   const dir = await mkdtemp(path.join(os.tmpdir(), 'bp-bare-'));
   if (user) await chown(dir, user.uid, user.gid);
   const t0 = performance.now();
-  const child = spawn(CHROMIUM, [...BASE_FLAGS, `--user-data-dir=${dir}`, '--headless', 'about:blank'], {
+  // The session's defaults (1920x1080), so the comparison is the agent's cost alone.
+  const child = spawn(CHROMIUM, [...BASE_FLAGS, `--user-data-dir=${dir}`, '--headless', '--window-size=1920,1080', 'about:blank'], {
     ...(user ? { uid: user.uid, gid: user.gid } : {}),
     env: { HOME: dir, TMPDIR: dir, PATH: process.env.PATH ?? '/usr/bin:/bin' },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -119,8 +142,20 @@ async function launchBareChromium(user: { uid: number; gid: number } | undefined
   };
 }
 
-/** Sum of PSS over a process and every descendant, from /proc. */
-async function pssOfTree(root: number): Promise<number> {
+interface Memory {
+  pss: number;
+  uss: number;
+}
+
+/** PSS and USS (private clean + dirty) of one process, in bytes, from smaps_rollup. */
+async function memoryOf(pid: number): Promise<Memory> {
+  const rollup = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? 0) * 1024;
+  return { pss: kb('Pss'), uss: kb('Private_Clean') + kb('Private_Dirty') };
+}
+
+/** Sums over a process and every descendant, from /proc. */
+async function memoryOfTree(root: number): Promise<Memory> {
   const parents = new Map<number, number>();
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -132,12 +167,12 @@ async function pssOfTree(root: number): Promise<number> {
     for (let p: number | undefined = pid; p; p = parents.get(p)) if (p === root) return true;
     return false;
   };
-  let total = 0;
+  const total: Memory = { pss: 0, uss: 0 };
   for (const pid of parents.keys()) {
     if (!inTree(pid)) continue;
-    const rollup = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
-    const kb = /^Pss:\s+(\d+) kB/m.exec(rollup);
-    if (kb) total += Number(kb[1]) * 1024;
+    const m = await memoryOf(pid);
+    total.pss += m.pss;
+    total.uss += m.uss;
   }
   return total;
 }

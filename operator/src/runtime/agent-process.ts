@@ -33,6 +33,15 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * V8 flags for the agent, one Node process per browser: an agent is idle nearly all the
+ * time, so background compiler and GC threads and eager optimisation buy nothing and each
+ * cost memory. Measured here (unshared memory of an idle agent, 3 runs each): 27-30 MiB
+ * with no flags, 18.7 MiB with --single-threaded, 16-17 MiB with both. --lite-mode and
+ * --jitless save 2 MiB more but interpret everything, which slows the CDP pass-through.
+ */
+export const AGENT_NODE_FLAGS = ['--single-threaded', '--optimize-for-size'];
+
 export async function spawnAgent(options: {
   agentEntry: string;
   spec: BrowserLaunchSpec;
@@ -55,7 +64,7 @@ export async function spawnAgent(options: {
       LOG_LEVEL: options.logLevel,
       ...(options.chromePath ? { CHROME_PATH: options.chromePath } : {}),
     };
-    const child = spawn(process.execPath, [options.agentEntry], {
+    const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, options.agentEntry], {
       // Its own process group, so terminate can kill the agent and anything it left.
       detached: true,
       stdio: ['ignore', log.fd, log.fd],
