@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { rawConversation } from './support/raw-http.js';
@@ -136,6 +137,39 @@ describe('graceful shutdown', () => {
     held.socket.destroy();
     const next = await startService({ dataDir: service.dataDir });
     await expect(next.client(service.adminKey).organization.limits.retrieve()).resolves.toBeDefined();
+  });
+});
+
+/** Pids of processes whose command line mentions `dir` (Chromium, Xvfb and helpers of one browser). */
+async function processesMentioning(dir: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
+    if (cmdline.includes(dir)) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+describe('graceful shutdown with browsers running', () => {
+  it('closes every browser: no agent, Chromium or Xvfb process and no work dir is left', async () => {
+    const service = await startService();
+    const kernel = service.client();
+    const sessions = await Promise.all([kernel.browsers.create({ headless: false }), kernel.browsers.create({ headless: true })]);
+    const records = await Promise.all(
+      sessions.map(async (s) => JSON.parse(await readFile(path.join(service.dataDir, 'browsers', `${s.session_id}.json`), 'utf8')) as { agentPid: number; workDir: string }),
+    );
+    for (const record of records) expect(await processesMentioning(record.workDir)).not.toEqual([]);
+
+    expect(await service.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+
+    for (const record of records) {
+      expect(existsSync(`/proc/${record.agentPid}`), 'agent process').toBe(false);
+      expect(await processesMentioning(record.workDir), 'processes of the browser').toEqual([]);
+      expect(existsSync(record.workDir), 'work dir').toBe(false);
+    }
+    expect((await readdir(path.join(service.dataDir, 'browsers'))).filter((f) => f.endsWith('.json'))).toEqual([]);
+    expectCleanStop(service, 'SIGTERM');
   });
 });
 
