@@ -1,0 +1,104 @@
+/**
+ * The live view page and its own script and style, inlined here so the build copies
+ * nothing but compiled TypeScript. The page is opened as /browsers/{id}/live?token=…
+ * and everything it loads is relative to that address, so it also works behind a
+ * reverse proxy that mounts the service under a prefix.
+ *
+ * The script connects noVNC to /browsers/{id}/vnc with the same token (the service's
+ * WebSocket proxy checks it again), scales the remote screen to the window, forwards
+ * mouse and keyboard, and says plainly why the view stopped when it does: it asks the
+ * page address again, which answers 404 once the session is gone and 401/403 once the
+ * token is no longer valid. `body[data-state]` (connecting, connected, disconnected)
+ * is there for embedding pages and tests.
+ */
+
+export const LIVE_VIEW_ASSET_PREFIX = '/live-view';
+
+export const LIVE_VIEW_HTML = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="referrer" content="no-referrer">
+<title>Browser live view</title>
+<link rel="stylesheet" href="../../live-view/page.css">
+<script type="module" src="../../live-view/page.js"></script>
+</head>
+<body data-state="loading">
+<div id="status" role="status" aria-live="polite">Loading the live view…</div>
+<div id="screen"></div>
+</body>
+</html>
+`;
+
+export const LIVE_VIEW_CSS = `html, body { height: 100%; margin: 0; background: #111; color: #eee; font: 15px/1.4 system-ui, sans-serif; overflow: hidden; }
+#screen { position: fixed; inset: 0; }
+#status { position: fixed; top: 0; left: 0; right: 0; z-index: 1; padding: 10px 16px; background: #2b2b2b; border-bottom: 1px solid #444; text-align: center; }
+body[data-state="connected"] #status { display: none; }
+body[data-state="disconnected"] #status { background: #5a1d1d; border-color: #8a2b2b; }
+`;
+
+export const LIVE_VIEW_SCRIPT = `import RFB from './novnc/core/rfb.js';
+
+const status = document.getElementById('status');
+const screen = document.getElementById('screen');
+const show = (state, text) => {
+  document.body.dataset.state = state;
+  status.textContent = text;
+};
+
+// /browsers/{id}/live?token=… -> ws(s)://same host/browsers/{id}/vnc?token=…
+const url = new URL('vnc' + location.search, location.href);
+url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+
+async function pageStatus() {
+  try {
+    return (await fetch(location.href, { cache: 'no-store', credentials: 'omit' })).status;
+  } catch {
+    return 0;
+  }
+}
+
+// A session being deleted closes its browser before it is marked deleted: ask a few times.
+async function explainDisconnect() {
+  let answer = await pageStatus();
+  for (let attempt = 0; answer === 200 && attempt < 5; attempt += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    answer = await pageStatus();
+  }
+  if (answer === 404) return 'The browser session has ended.';
+  if (answer === 401 || answer === 403) return 'This live view link is no longer valid. Read the session again for a fresh link.';
+  if (answer === 409) return 'This browser has no screen to show (it is headless).';
+  return 'The connection to the browser was lost. Reload the page to reconnect.';
+}
+
+show('connecting', 'Connecting to the browser…');
+const rfb = new RFB(screen, url.href, { shared: true });
+rfb.scaleViewport = true;
+rfb.resizeSession = false;
+rfb.viewOnly = false;
+rfb.focusOnClick = true;
+rfb.background = '#111';
+rfb.addEventListener('connect', () => {
+  show('connected', 'Connected');
+  rfb.focus();
+});
+rfb.addEventListener('securityfailure', (event) => show('disconnected', 'The live view was refused: ' + (event.detail.reason || 'security failure')));
+rfb.addEventListener('disconnect', async () => {
+  show('disconnected', 'The live view has stopped…');
+  show('disconnected', await explainDisconnect());
+});
+`;
+
+/** Only what the page needs: its own files, noVNC's modules, the WebSocket, and data: URLs for noVNC's cursor. */
+export const LIVE_VIEW_PAGE_HEADERS: Record<string, string> = {
+  'Content-Type': 'text/html; charset=utf-8',
+  'Content-Security-Policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+    "frame-ancestors 'self'; base-uri 'none'; form-action 'none'",
+  // The token is in the address: never send it on as a referrer, never keep the page.
+  'Referrer-Policy': 'no-referrer',
+  'Cache-Control': 'no-store',
+  'X-Content-Type-Options': 'nosniff',
+  'X-Frame-Options': 'SAMEORIGIN',
+};

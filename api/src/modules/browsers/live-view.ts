@@ -1,0 +1,122 @@
+import { z } from 'zod';
+import type { AppDeps } from '../../app-deps.js';
+import { AppError, conflict, notFound } from '../../http/errors.js';
+import { defineRoute, type RouteDef } from '../../http/route.js';
+import { errorResponses } from '../../http/standard-responses.js';
+import { createCdpTokens, type CdpTokens, type TokenCheck } from './cdp-token.js';
+import { readLiveViewAsset } from './live-view-assets.js';
+import { LIVE_VIEW_ASSET_PREFIX, LIVE_VIEW_HTML, LIVE_VIEW_PAGE_HEADERS } from './live-view-page.js';
+import { findLiveSessionById, type SessionRow } from './store.js';
+
+/**
+ * browser_live_view_url: a page of the service that shows a headful browser's screen and
+ * forwards mouse and keyboard (noVNC over /browsers/{id}/vnc, see cdp-proxy.ts). It is
+ * opened in a plain tab or an iframe, so it carries the session's signed token (the one
+ * in cdp_ws_url) instead of an API key: public as far as keys go, checked here.
+ */
+
+const tags = ['Browsers'];
+const LIVE_VIEW_PATH = '/browsers/{session_id}/live';
+
+const params = z.object({ session_id: z.string().min(1).max(128).describe('The browser session') });
+const query = z.object({
+  // Optional so that a missing token is a 401 like a wrong one, not a validation 400.
+  token: z.string().max(256).optional().describe('The token of the session’s cdp_ws_url'),
+});
+
+const REFUSALS: Record<Exclude<TokenCheck, 'ok'>, [number, string, string]> = {
+  malformed: [401, 'unauthorized', 'The live view link has no valid token'],
+  expired: [401, 'unauthorized', 'The live view link has expired; read the session again for a fresh browser_live_view_url'],
+  bad_signature: [403, 'forbidden', 'The token is not valid for this session'],
+};
+
+/** The path of a session's live view page; the caller adds the service's base and the token. */
+export const liveViewPath = (sessionId: string) => `/browsers/${encodeURIComponent(sessionId)}/live`;
+
+export function liveViewRoutes(deps: AppDeps): RouteDef[] {
+  const tokens = createCdpTokens(deps);
+  return [
+    defineRoute({
+      method: 'get',
+      path: LIVE_VIEW_PATH,
+      operationId: 'getBrowserLiveView',
+      summary: 'The live view page of a headful session (browser_live_view_url)',
+      description:
+        'An HTML page showing the browser’s screen, forwarding mouse and keyboard. Authorised by the token of cdp_ws_url, ' +
+        'not an API key. 409 for a headless session; 404 once the session has ended.',
+      tags,
+      auth: 'public',
+      params,
+      query,
+      responses: {
+        200: { description: 'The page', schema: z.string(), contentType: 'text/html' },
+        ...errorResponses(401, 403, 404, 409),
+      },
+      handler: async ({ params: p, query: q, res }) => {
+        await authorizeLiveView(deps, tokens, p.session_id, q.token);
+        res.status(200).set(LIVE_VIEW_PAGE_HEADERS).send(LIVE_VIEW_HTML);
+        return { kind: 'handled' };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: `${LIVE_VIEW_ASSET_PREFIX}/*path`,
+      operationId: 'getLiveViewAsset',
+      summary: 'Scripts and style of the live view page (noVNC 1.7.0 under novnc/)',
+      tags,
+      auth: 'public',
+      responses: {
+        200: { description: 'The file', schema: z.string(), contentType: 'text/javascript' },
+        ...errorResponses(404),
+      },
+      handler: async ({ req, res }) => {
+        const segments = (req.params as Record<string, string[] | string | undefined>).path;
+        const asset = await readLiveViewAsset(Array.isArray(segments) ? segments : [String(segments ?? '')]);
+        res
+          .status(200)
+          .set({ 'Content-Type': asset.contentType, 'Cache-Control': asset.cacheControl, 'X-Content-Type-Options': 'nosniff' })
+          .send(asset.body);
+        return { kind: 'handled' };
+      },
+    }),
+  ];
+}
+
+/** Token first, so an outsider learns nothing about which sessions exist. */
+async function authorizeLiveView(deps: AppDeps, tokens: CdpTokens, sessionId: string, token: string | undefined): Promise<void> {
+  const check = await tokens.verify(sessionId, token ?? '');
+  if (check !== 'ok') throw new AppError(...REFUSALS[check]);
+  const session = await findLiveSessionById(deps.db, sessionId);
+  if (!session) throw notFound('Browser session', sessionId);
+  if (session.headless) throw conflict('live_view_unavailable', 'A headless session has no screen to show; live view needs headless: false');
+}
+
+const HEALTH_TIMEOUT_MS = 2_000;
+
+/**
+ * CONTRACT: a viewport change is refused while a live view is open unless force=true,
+ * because the person watching would see the screen jump under them. The agent counts
+ * live view clients itself (whichever way they reached it), so its /health is asked.
+ * An agent that does not answer is not a live view: the change itself then fails.
+ */
+export async function refuseResizeWhileWatched(session: Pick<SessionRow, 'headless' | 'agent_url'>): Promise<void> {
+  if (session.headless || !session.agent_url) return;
+  const viewers = await liveViewers(session.agent_url);
+  if (viewers > 0) {
+    throw conflict(
+      'live_view_active',
+      `A live view of this browser is open (${viewers} viewer${viewers === 1 ? '' : 's'}); send viewport.force=true to resize anyway`,
+    );
+  }
+}
+
+async function liveViewers(agentUrl: string): Promise<number> {
+  try {
+    const res = await fetch(`${agentUrl.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+    const body = (await res.json()) as { connections_by_kind?: { live_view?: unknown } };
+    const count = body.connections_by_kind?.live_view;
+    return typeof count === 'number' ? count : 0;
+  } catch {
+    return 0;
+  }
+}
