@@ -1,0 +1,230 @@
+import http from 'node:http';
+import https from 'node:https';
+import { createServer, isIP, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import type { Logger } from 'pino';
+import type { PrepareRequestFunctionOpts, PrepareRequestFunctionResult, Server } from 'proxy-chain';
+import type { ProxySpec } from '../../operator/src/ports/browser-runtime.js';
+
+/**
+ * Chromium's --proxy-server cannot carry credentials, and answering its 407s would need a
+ * CDP client or an extension in every browser. So Chromium always talks to a forwarder
+ * of ours on loopback (proxy-chain), which adds the upstream's credentials itself. It is
+ * always on, even without a proxy, because Chromium's proxy is fixed at launch: with the
+ * forwarder in between, PATCH can add, switch or remove the proxy of a running browser.
+ *
+ * The proxies module produces http and https upstreams (docs/PROXIES.md); both are
+ * supported here, others are refused with a clear message.
+ */
+
+const UPSTREAM_SCHEMES = ['http:', 'https:'];
+
+/** Thrown for a proxy spec the forwarder cannot use; the message is safe to show (no credentials). */
+export class ProxySpecError extends Error {}
+
+/** An upstream route checked and built, not yet in use (ProxyForwarder.prepareRoute). */
+export type PreparedRoute = Route;
+
+/** One host rule of a proxy's bypass list, with Chromium's --proxy-bypass-list meaning. */
+interface BypassRule {
+  host: RegExp;
+  port?: number;
+}
+
+/** What requests use now: swapped whole, so a request sees one route or the other. */
+interface Route {
+  /** The upstream with credentials in it, for proxy-chain only; null means direct. */
+  upstreamUrl: string | null;
+  bypass: BypassRule[];
+  /** Connections to upstreams are pooled per route, so a swap can drop the old ones. */
+  httpAgent: http.Agent;
+  httpsAgent: https.Agent;
+  /** Exactly what must never reach a log line. */
+  secrets: string[];
+  /** For logs: scheme://host:port, never credentials. */
+  label: string;
+}
+
+/**
+ * Bypass entries as Chromium reads them: `host`, `*.suffix` or `.suffix` (subdomains
+ * only), other `*` wildcards, IP literals (IPv6 with or without brackets), each with an
+ * optional `:port`. Matching ignores case and a trailing dot.
+ */
+export function parseBypassRule(entry: string): BypassRule | undefined {
+  let text = entry.trim().toLowerCase();
+  if (text === '' || text.includes('/') || text.startsWith('<')) return undefined;
+  let port: number | undefined;
+  const bracketed = /^\[([^\]]+)\](?::(\d+))?$/.exec(text);
+  if (bracketed) {
+    text = bracketed[1]!;
+    port = bracketed[2] === undefined ? undefined : Number(bracketed[2]);
+  } else if (isIP(text) !== 6) {
+    const withPort = /^(.*):(\d+)$/.exec(text);
+    if (withPort) {
+      text = withPort[1]!;
+      port = Number(withPort[2]);
+    }
+  }
+  if (text.startsWith('.')) text = `*${text}`;
+  text = text.replace(/\.$/, '');
+  const pattern = text
+    .split('*')
+    .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+    .join('.*');
+  return { host: new RegExp(`^${pattern}$`), ...(port !== undefined ? { port } : {}) };
+}
+
+export function isBypassed(rules: BypassRule[], hostname: string, port: number): boolean {
+  const host = hostname.replace(/^\[|\]$/g, '').replace(/\.$/, '').toLowerCase();
+  return rules.some((rule) => rule.host.test(host) && (rule.port === undefined || rule.port === port));
+}
+
+function buildRoute(spec: ProxySpec | null | undefined): Route {
+  const agents = { httpAgent: new http.Agent({ keepAlive: true }), httpsAgent: new https.Agent({ keepAlive: true }) };
+  if (!spec) return { upstreamUrl: null, bypass: [], ...agents, secrets: [], label: 'direct' };
+  let url: URL;
+  try {
+    url = new URL(spec.url);
+  } catch {
+    throw new ProxySpecError('the proxy URL is not a valid URL');
+  }
+  if (!UPSTREAM_SCHEMES.includes(url.protocol)) throw new ProxySpecError(`proxy scheme ${url.protocol.replace(':', '')} is not supported (http or https)`);
+  if (!url.hostname) throw new ProxySpecError('the proxy URL has no host');
+  // Basic auth joins user and password with a colon: a colon in the user cannot be sent.
+  if (spec.username?.includes(':')) throw new ProxySpecError('the proxy username contains a colon, which Basic authentication cannot carry');
+  const label = `${url.protocol}//${url.host}`;
+  const upstream = new URL(label);
+  const secrets: string[] = [];
+  if (spec.username !== undefined || spec.password !== undefined) {
+    upstream.username = encodeURIComponent(spec.username ?? '');
+    upstream.password = encodeURIComponent(spec.password ?? '');
+    if (spec.password) secrets.push(spec.password, encodeURIComponent(spec.password), Buffer.from(`${spec.username ?? ''}:${spec.password}`).toString('base64'));
+  }
+  const bypass = spec.bypassHosts.map(parseBypassRule).filter((rule): rule is BypassRule => rule !== undefined);
+  return { upstreamUrl: upstream.href, bypass, ...agents, secrets, label };
+}
+
+export class ProxyForwarder {
+  private proxy?: Promise<Server>;
+
+  private constructor(
+    private readonly listener: NetServer,
+    private route: Route,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * Listens on 127.0.0.1 at a free port at once; throws ProxySpecError for an unusable
+   * spec. Chromium needs the port in its flags, but proxy-chain takes 50-150 ms of CPU to
+   * load, which competes with Chromium's own start on a busy host. So a bare net.Server
+   * binds the port, and its connections are handed to proxy-chain's HTTP server, loaded on
+   * the first connection or by load() once the browser is up, whichever comes first.
+   */
+  static async start(spec: ProxySpec | undefined, log: Logger): Promise<ProxyForwarder> {
+    const route = buildRoute(spec);
+    const listener = createServer({ pauseOnConnect: true });
+    await new Promise<void>((resolve, reject) => {
+      listener.once('error', reject);
+      listener.listen(0, '127.0.0.1', () => resolve());
+    });
+    const forwarder = new ProxyForwarder(listener, route, log.child({ component: 'proxy-forwarder' }));
+    listener.on('connection', (socket: Socket) => forwarder.accept(socket));
+    forwarder.log.info({ port: forwarder.port, upstream: route.label }, 'proxy forwarder listening');
+    return forwarder;
+  }
+
+  get port(): number {
+    return (this.listener.address() as AddressInfo).port;
+  }
+
+  /**
+   * Every request goes through the forwarder, loopback included (<-loopback>): Chromium
+   * otherwise never proxies loopback hosts, which would differ between a session with and
+   * without a proxy, and a page could reach the agent's own ports through its host.
+   */
+  chromiumFlags(): string[] {
+    return [`--proxy-server=http://127.0.0.1:${this.port}`, '--proxy-bypass-list=<-loopback>'];
+  }
+
+  /** Loads proxy-chain now (idempotent); resolves when it serves. */
+  load(): Promise<void> {
+    this.proxy ??= import('proxy-chain').then(({ Server }) => {
+      // verbose stays off: proxy-chain's own log lines go to the console and some quote the upstream URL.
+      const server = new Server({ verbose: false, prepareRequestFunction: (request) => this.prepare(request) });
+      server.on('requestFailed', ({ error }: { error: Error }) => {
+        this.log.warn({ error: this.redact(`${error.name}: ${error.message}`) }, 'proxy forwarder request failed');
+      });
+      server.on('tunnelConnectFailed', ({ response }: { response: http.IncomingMessage }) => {
+        const refused = response.statusCode === 407 || response.statusCode === 401;
+        this.log.warn({ status_code: response.statusCode, upstream: this.route.label }, refused ? 'upstream proxy refused the credentials' : 'upstream proxy refused a tunnel');
+      });
+      return server;
+    });
+    return this.proxy.then(
+      () => undefined,
+      (error: unknown) => this.log.error({ err: error }, 'proxy forwarder could not load proxy-chain: the browser has no network'),
+    );
+  }
+
+  /**
+   * Takes the new upstream (null: direct) for every request from now on, and closes every
+   * open connection from Chromium: its pooled keep-alive sockets and CONNECT tunnels
+   * (TLS sessions, WebSockets) would otherwise go on using the old route.
+   */
+  setUpstream(spec: ProxySpec | null): void {
+    this.useRoute(this.prepareRoute(spec));
+  }
+
+  /**
+   * Checks `spec` and builds its route without using it yet (throws ProxySpecError), so a
+   * caller changing several settings can fail before any of them changed. A prepared
+   * route that is not used must be dropped with discardRoute.
+   */
+  prepareRoute(spec: ProxySpec | null): PreparedRoute {
+    return buildRoute(spec);
+  }
+
+  discardRoute(route: PreparedRoute): void {
+    route.httpAgent.destroy();
+    route.httpsAgent.destroy();
+  }
+
+  useRoute(next: PreparedRoute): void {
+    const previous = this.route;
+    this.route = next;
+    this.proxy?.then((server) => server.closeConnections()).catch(() => undefined);
+    previous.httpAgent.destroy();
+    previous.httpsAgent.destroy();
+    this.log.info({ upstream: next.label, bypass_rules: next.bypass.length }, 'proxy upstream changed');
+  }
+
+  async close(): Promise<void> {
+    this.route.httpAgent.destroy();
+    this.route.httpsAgent.destroy();
+    const closed = new Promise((resolve) => this.listener.close(resolve));
+    // proxy-chain's server never listened itself: dropping its connections is all it needs.
+    await this.proxy?.then((server) => server.closeConnections()).catch(() => undefined);
+    await closed;
+  }
+
+  private accept(socket: Socket): void {
+    void this.load().then(() =>
+      this.proxy!.then(
+        (server) => {
+          server.server.emit('connection', socket);
+          socket.resume();
+        },
+        () => socket.destroy(),
+      ),
+    );
+  }
+
+  private prepare({ hostname, port }: PrepareRequestFunctionOpts): PrepareRequestFunctionResult {
+    const { route } = this;
+    const direct = route.upstreamUrl === null || isBypassed(route.bypass, hostname, port);
+    return { upstreamProxyUrl: direct ? null : route.upstreamUrl, httpAgent: route.httpAgent, httpsAgent: route.httpsAgent };
+  }
+
+  private redact(text: string): string {
+    return this.route.secrets.reduce((out, secret) => out.split(secret).join('[redacted]'), text);
+  }
+}
