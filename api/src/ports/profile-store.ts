@@ -29,6 +29,8 @@ export interface ProfileStore {
    * consume it to the end or destroy it, since it keeps that version alive until then.
    */
   exportTar(ref: ProfileRef): Promise<Readable | undefined>;
+  /** Whether anything is stored (a session saved into the profile at least once). */
+  has(ref: ProfileRef): Promise<boolean>;
   /** Removes the stored profile; succeeds when there is none. Ids that are not plain tokens are refused. */
   delete(ref: ProfileRef): Promise<void>;
 }

@@ -142,6 +142,10 @@ export function createFileProfileStore(root: string): ProfileStore {
       }
     },
 
+    async has(ref) {
+      return (await readPointer(dirOf(ref))) !== undefined;
+    },
+
     async delete(ref) {
       const dir = dirOf(ref);
       await exclusive(dir, async () => {

@@ -2,23 +2,40 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { AppDeps } from '../../app-deps.js';
 
 /**
- * The token in cdp_ws_url: `<expiry unix seconds>.<HMAC-SHA256(key, "cdp:<session id>:<expiry>")>`.
+ * The token in cdp_ws_url: `<expiry unix seconds>.<HMAC-SHA256(key, "<purpose>:<session id>:<expiry>")>`.
  * Short-lived (an hour, renewed by every read of the session), bound to one session, and
  * carried as `token`, never `jwt`: a jwt parameter would make the SDK reroute calls to a
  * base_url (CONTRACT §12.7).
+ *
+ * The purpose is part of what is signed, so a token minted for one use is refused by every
+ * other: a client's CDP token cannot fetch or overwrite the session's profile, and the
+ * agent's profile token cannot open CDP. `cdp` tokens sign exactly what they signed before
+ * purposes existed, so URLs handed out earlier stay valid.
  *
  * The key is generated once, sealed with the encryption key, and kept in service_keys, so
  * every replica and every restart signs and verifies with the same key.
  */
 export const CDP_TOKEN_TTL_MS = 60 * 60 * 1000;
+/**
+ * The agent's profile archive URL is minted once, at launch, and used again when the
+ * session ends, which may be long after: timeout_seconds (up to 259200 s) bounds idleness,
+ * not lifetime, so a busy session can outlive any idle limit. The expiry is only a backstop
+ * (30 days); what really bounds the token is the session: the archive routes refuse it as
+ * soon as the session has ended.
+ */
+export const PROFILE_TOKEN_TTL_MS = 30 * 24 * 60 * 60 * 1000;
+
+/** What a token may be used for; each purpose has its own lifetime. */
+export type TokenPurpose = 'cdp' | 'profile';
+const TTL_MS: Record<TokenPurpose, number> = { cdp: CDP_TOKEN_TTL_MS, profile: PROFILE_TOKEN_TTL_MS };
 const KEY_NAME = 'cdp-token-v1';
 const SEAL_CONTEXT = `service_keys:${KEY_NAME}`;
 
 export type TokenCheck = 'ok' | 'malformed' | 'expired' | 'bad_signature';
 
 export interface CdpTokens {
-  issue(sessionId: string): Promise<{ token: string; expiresAt: Date }>;
-  verify(sessionId: string, token: string): Promise<TokenCheck>;
+  issue(sessionId: string, purpose?: TokenPurpose): Promise<{ token: string; expiresAt: Date }>;
+  verify(sessionId: string, token: string, purpose?: TokenPurpose): Promise<TokenCheck>;
 }
 
 export function createCdpTokens(deps: Pick<AppDeps, 'db' | 'sealer' | 'clock'>): CdpTokens {
@@ -30,19 +47,19 @@ export function createCdpTokens(deps: Pick<AppDeps, 'db' | 'sealer' | 'clock'>):
     });
     return key;
   };
-  const sign = (k: Buffer, sessionId: string, expiry: number) =>
-    createHmac('sha256', k).update(`cdp:${sessionId}:${expiry}`).digest();
+  const sign = (k: Buffer, purpose: TokenPurpose, sessionId: string, expiry: number) =>
+    createHmac('sha256', k).update(`${purpose}:${sessionId}:${expiry}`).digest();
   return {
-    async issue(sessionId) {
-      const expiry = Math.floor((deps.clock.now().getTime() + CDP_TOKEN_TTL_MS) / 1000);
-      const mac = sign(await loadKey(), sessionId, expiry);
+    async issue(sessionId, purpose = 'cdp') {
+      const expiry = Math.floor((deps.clock.now().getTime() + TTL_MS[purpose]) / 1000);
+      const mac = sign(await loadKey(), purpose, sessionId, expiry);
       return { token: `${expiry}.${mac.toString('base64url')}`, expiresAt: new Date(expiry * 1000) };
     },
-    async verify(sessionId, token) {
+    async verify(sessionId, token, purpose = 'cdp') {
       const match = /^(\d{1,12})\.([A-Za-z0-9_-]{43})$/.exec(token);
       if (!match) return 'malformed';
       const expiry = Number(match[1]);
-      const expected = sign(await loadKey(), sessionId, expiry);
+      const expected = sign(await loadKey(), purpose, sessionId, expiry);
       const given = Buffer.from(match[2]!, 'base64url');
       if (given.length !== expected.length || !timingSafeEqual(given, expected)) return 'bad_signature';
       return expiry * 1000 > deps.clock.now().getTime() ? 'ok' : 'expired';

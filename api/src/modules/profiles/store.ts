@@ -102,3 +102,20 @@ export async function countLiveProjectProfiles(db: Queryable, projectId: string)
   );
   return rows[0]?.n ?? 0;
 }
+
+/** A session started with the profile (or had it attached): last_used_at moves, updated_at does not. */
+export async function markProfileUsed(db: Queryable, id: string, now: Date): Promise<void> {
+  await db.query('UPDATE profiles SET last_used_at = $2 WHERE id = $1 AND deleted_at IS NULL', [id, now]);
+}
+
+/** A session saved its changes into the profile; false when the profile was deleted meanwhile. */
+export async function markProfileSaved(db: Queryable, id: string, now: Date): Promise<boolean> {
+  const { rowCount } = await db.query('UPDATE profiles SET updated_at = $2 WHERE id = $1 AND deleted_at IS NULL', [id, now]);
+  return rowCount === 1;
+}
+
+/** A live profile by id alone, for the agent's archive routes, whose token names the session. */
+export async function findLiveProfileById(db: Queryable, id: string): Promise<ProfileRow | undefined> {
+  const { rows } = await db.query<ProfileRow>(`SELECT ${COLUMNS} FROM profiles WHERE id = $1 AND deleted_at IS NULL`, [id]);
+  return rows[0];
+}
