@@ -3,13 +3,18 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import type { CdpBridge } from './cdp-bridge.js';
+import { closeAllBidiClients } from './bidi/registry.js';
 import { ConnectionTracker } from './connections.js';
 import { resolveSystemUser, type SystemUser } from './system-user.js';
 import { ChromiumStartError, findChromium, launchChromium, startUrlOf, type RunningChromium } from './chromium.js';
 import type { AgentConfig } from './config.js';
 import { startDisplay, type XDisplay } from './display.js';
 import { killProcessGroup } from './process-group.js';
+import { preparePolicy, type PolicyLaunch } from './policy.js';
+import { ProxyForwarder } from './proxy.js';
+import { prepareStealth } from './stealth.js';
 import type { AgentPhase, LiveSettings } from './server.js';
+import type { ProfileTarget } from './profile.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
 
 /** Exit codes the runtime reads: anything but 0 means the browser is Failed. */
@@ -18,11 +23,7 @@ export const EXIT = { clean: 0, startFailed: 1, badConfig: 2, chromiumCrashed: 3
 /** Settings of the spec this slice of the agent does not apply yet, so the log says so. */
 function unsupportedSettings(spec: BrowserLaunchSpec): string[] {
   const ignored: string[] = [];
-  if (spec.proxy) ignored.push('proxy');
-  if (spec.profile) ignored.push('profile');
-  if (spec.stealth) ignored.push('stealth');
   if (spec.kioskMode && spec.headless) ignored.push('kioskMode (headless)');
-  if (Object.keys(spec.chromePolicy).length > 0) ignored.push('chromePolicy');
   return ignored;
 }
 
@@ -35,9 +36,14 @@ export class BrowserAgent {
   private chromium?: RunningChromium;
   private dirs?: WorkDir;
   private display?: XDisplay;
+  private forwarder?: ProxyForwarder;
+  private policy?: PolicyLaunch;
+  private extraFlags: string[] = [];
   private bridge?: CdpBridge;
   private server?: Server;
   private stopping?: Promise<void>;
+  /** A profile attached while the browser runs (PATCH), which it saves into at the end. */
+  private attachedProfile?: ProfileTarget;
   private starting?: Promise<void>;
   private readonly startAborted = new AbortController();
   private readonly connections = new ConnectionTracker();
@@ -59,11 +65,16 @@ export class BrowserAgent {
     if (spec.startUrl && startUrlOf(spec) !== spec.startUrl) this.log.warn({ start_url: spec.startUrl }, 'start URL is not an http(s) URL: opening about:blank');
     const ignored = unsupportedSettings(spec);
     if (ignored.length > 0) this.log.warn({ settings: ignored }, 'launch settings not supported by this agent yet: ignored');
+    // Binds its port at once; proxy-chain loads in the background (see proxy.ts).
+    const forwarding = ProxyForwarder.start(spec.proxy, this.log).then((forwarder) => (this.forwarder = forwarder));
+    forwarding.catch(() => undefined);
     const user = await this.chromiumUser();
     this.dirs = await prepareWorkDir(this.config.workDir, user);
     // Chromium takes 200-400 ms to answer CDP; the HTTP side loads and listens meanwhile,
     // which keeps ws and the server (about 60 ms of module loading) off the launch path.
-    const launched = this.startDisplay(user).then(() => this.launch(user, { sandbox: true }));
+    const launched = Promise.all([this.startDisplay(user), this.prepareLaunchExtras(user, forwarding), this.restoreProfile(user)]).then(() =>
+      this.launch(user, { sandbox: true }),
+    );
     const listening = this.listen();
     await Promise.all([listening, launched.catch(() => undefined)]);
     await listening;
@@ -72,6 +83,7 @@ export class BrowserAgent {
     if (this.stopping) return;
     this.phase = 'ready';
     this.log.info({ ms: Date.now() - started, chromium_pid: chromium.pid, sandbox: chromium.sandbox }, 'browser ready');
+    void this.forwarder?.load();
     void chromium.exited.then((exit) => this.onChromiumExit(exit));
   }
 
@@ -89,6 +101,7 @@ export class BrowserAgent {
     this.phase = 'stopping';
     if (this.chromium) await killProcessGroup(this.chromium.pid);
     await this.display?.stop();
+    await this.releaseLaunchExtras();
     if (this.dirs) await removeWorkDir(this.dirs);
     this.server?.close();
     this.finish(EXIT.startFailed, 'start-up failed');
@@ -123,12 +136,86 @@ export class BrowserAgent {
    * Settings changed on the running browser (PATCH /browsers/{id}): each is applied by
    * the module that owns it; the first failure is reported and later ones are not tried.
    */
-  private applySettings(settings: LiveSettings): Promise<void> {
-    const unsupported: string[] = [];
-    if (settings.proxy !== undefined) unsupported.push('proxy');
-    if (settings.viewport !== undefined) unsupported.push('viewport');
-    if (unsupported.length > 0) return Promise.reject(new Error(`this agent cannot change ${unsupported.join(' and ')} on a running browser yet`));
-    return Promise.resolve();
+  private async applySettings(settings: LiveSettings): Promise<void> {
+    if (settings.profile !== undefined && this.profileTarget()) throw new Error('the browser already has a profile');
+    // All or nothing: the proxy is checked (ProxySpecError, a message without credentials)
+    // before anything changes; a viewport that cannot be applied undoes itself; only then
+    // does the new proxy route take over.
+    const route = settings.proxy !== undefined ? this.forwarder!.prepareRoute(settings.proxy) : undefined;
+    if (settings.viewport !== undefined) {
+      try {
+        await this.applyViewport(settings.viewport);
+      } catch (error) {
+        if (route) this.forwarder!.discardRoute(route);
+        throw error;
+      }
+    }
+    if (route) this.forwarder!.useRoute(route);
+    if (settings.profile !== undefined) this.attachedProfile = settings.profile;
+  }
+
+  private async applyViewport(viewport: NonNullable<LiveSettings['viewport']>): Promise<void> {
+    if (!this.chromium) throw new Error('the browser is not running');
+    const { applyViewport } = await import('./live/viewport.js');
+    await applyViewport(this.chromium, viewport, this.log);
+  }
+
+  /** x11vnc (started by the first live view client) goes before its display; its viewers see the connection close. */
+  private async stopLiveView(): Promise<void> {
+    if (!this.display) return;
+    const { stopVncServers } = await import('./live/vnc-server.js');
+    await stopVncServers();
+  }
+
+  /** Chromium's flags and wrapper from the proxy forwarder, stealth and chrome_policy. */
+  private async prepareLaunchExtras(user: SystemUser | undefined, forwarding: Promise<ProxyForwarder>): Promise<void> {
+    const { spec } = this.config;
+    const workDir = this.dirs!.root;
+    const [forwarder, stealthFlags, policy] = await Promise.all([
+      forwarding,
+      spec.stealth ? prepareStealth({ workDir, executable: findChromium(this.config.chromePath) }) : [],
+      preparePolicy({ policy: spec.chromePolicy, workDir, user }),
+    ]);
+    this.policy = policy;
+    this.extraFlags = [...forwarder.chromiumFlags(), ...stealthFlags];
+  }
+
+  private async releaseLaunchExtras(): Promise<void> {
+    await this.forwarder?.close();
+    await this.policy?.cleanup();
+  }
+
+  private profileTarget(): ProfileTarget | undefined {
+    return this.config.spec.profile ?? this.attachedProfile;
+  }
+
+  /** The stored profile goes into the fresh user-data dir before Chromium starts; a failure fails the launch. */
+  private async restoreProfile(user: SystemUser | undefined): Promise<void> {
+    const target = this.config.spec.profile;
+    if (!target) return;
+    const { restoreProfile } = await import('./profile.js');
+    const signal = AbortSignal.any([this.startAborted.signal, AbortSignal.timeout(this.config.startTimeoutMs)]);
+    await restoreProfile(target, { userDataDir: this.dirs!.userData, user, signal, log: this.log });
+  }
+
+  /**
+   * Only after a clean close: a crashed or killed Chromium may leave its files half-written.
+   * A failed save is logged with its reason and the shutdown goes on.
+   */
+  private async saveProfile(deadline: number): Promise<void> {
+    const target = this.profileTarget();
+    if (!target || !this.chromium || !this.dirs) return;
+    const exit = await this.chromium.exited;
+    if (exit.code !== 0 || exit.signal !== null) {
+      this.log.error({ profile_id: target.id, exit_code: exit.code, signal: exit.signal }, 'profile not saved: chromium did not close cleanly');
+      return;
+    }
+    try {
+      const { saveProfile } = await import('./profile.js');
+      await saveProfile(target, { userDataDir: this.dirs.userData, signal: AbortSignal.timeout(Math.max(1000, deadline - Date.now())), log: this.log });
+    } catch (error) {
+      this.log.error({ err: error, profile_id: target.id }, 'profile not saved');
+    }
   }
 
   /** Headful browsers get their own Xvfb at the viewport size before Chromium starts. */
@@ -156,6 +243,8 @@ export class BrowserAgent {
       dirs: this.dirs!,
       display: this.display,
       user,
+      extraFlags: this.extraFlags,
+      ...(this.policy?.wrap ? { wrap: this.policy.wrap } : {}),
       startTimeoutMs: this.config.startTimeoutMs,
       signal: this.startAborted.signal,
       log: this.log,
@@ -173,27 +262,43 @@ export class BrowserAgent {
     if (this.stopping) return;
     this.phase = 'stopping';
     this.stopping = Promise.resolve();
-    this.log.error({ exit_code: exit.code, signal: exit.signal }, `chromium exited unexpectedly (code ${exit.code}, signal ${exit.signal})`);
+    // Exit 0 without a signal is Chromium honouring Browser.close (from a CDP or BiDi
+    // client): the browser ended as asked, so the agent ends cleanly and the session ends
+    // as browser_gone. Anything else is a crash, reported as one.
+    const closedByClient = exit.code === 0 && exit.signal === null;
+    const why = closedByClient ? 'chromium closed by a client (Browser.close)' : `chromium exited unexpectedly (code ${exit.code}, signal ${exit.signal})`;
+    if (closedByClient) this.log.info({ exit_code: exit.code }, why);
+    else this.log.error({ exit_code: exit.code, signal: exit.signal }, why);
     this.bridge?.closeAll();
+    closeAllBidiClients();
     await killProcessGroup(this.chromium!.pid);
+    await this.stopLiveView();
     await this.display?.stop();
+    await this.releaseLaunchExtras();
     await removeWorkDir(this.dirs!);
     this.server?.close();
-    this.finish(EXIT.chromiumCrashed, `chromium exited unexpectedly (code ${exit.code}, signal ${exit.signal})`);
+    this.finish(closedByClient ? EXIT.clean : EXIT.chromiumCrashed, why);
   }
 
   private async stop(reason: string, graceMs: number): Promise<void> {
     this.log.info({ reason, grace_ms: graceMs }, 'shutting down');
     this.phase = 'stopping';
     this.bridge?.closeAll();
+    closeAllBidiClients();
     // A shutdown during start-up cuts Chromium's start short and waits for the start to
     // unwind, so nothing it created is missed.
     this.startAborted.abort();
     await this.starting?.catch(() => undefined);
     try {
-      if (this.chromium) await this.chromium.close(graceMs);
+      // With a profile to save, the time beyond the usual grace is the upload's, not a hung Chromium's.
+      const deadline = Date.now() + graceMs;
+      const saving = this.profileTarget()?.saveChanges === true;
+      if (this.chromium) await this.chromium.close(saving ? Math.min(graceMs, this.config.shutdownGraceMs) : graceMs);
+      if (saving) await this.saveProfile(deadline);
     } finally {
+      await this.stopLiveView();
       await this.display?.stop();
+      await this.releaseLaunchExtras();
       if (this.dirs) await removeWorkDir(this.dirs);
       this.server?.close();
       this.server?.closeAllConnections();

@@ -55,8 +55,9 @@ export function findChromium(override: string | undefined): string {
   return found;
 }
 
-export function chromiumArgs(spec: BrowserLaunchSpec, dirs: WorkDir, options: { sandbox: boolean }): string[] {
-  const args = [...BASE_FLAGS, `--user-data-dir=${dirs.userData}`];
+/** `extraFlags`: flags of the modules a spec turns on (proxy forwarder, stealth). */
+export function chromiumArgs(spec: BrowserLaunchSpec, dirs: WorkDir, options: { sandbox: boolean; extraFlags?: string[] }): string[] {
+  const args = [...BASE_FLAGS, `--user-data-dir=${dirs.userData}`, ...(options.extraFlags ?? [])];
   // Headful runs on the browser's own Xvfb, whose screen is the viewport size.
   args.push(...(spec.headless ? ['--headless'] : ['--window-position=0,0', ...(spec.kioskMode ? ['--kiosk'] : [])]));
   args.push(`--window-size=${spec.viewport.width},${spec.viewport.height}`);
@@ -86,6 +87,12 @@ interface LaunchOptions {
   user: SystemUser | undefined;
   sandbox: boolean;
   display: XDisplay | undefined;
+  extraFlags?: string[];
+  /**
+   * Wraps the command line (chrome_policy's own mount namespace); the wrapper is spawned
+   * as root, drops to `user` itself and execs Chromium in the same pid.
+   */
+  wrap?: (executable: string, args: string[]) => { command: string; args: string[] };
   startTimeoutMs: number;
   /** A shutdown during start-up: stop waiting and kill what was started. */
   signal: AbortSignal;
@@ -103,12 +110,13 @@ export class ChromiumStartError extends Error {
 
 export async function launchChromium(options: LaunchOptions): Promise<RunningChromium> {
   const { executable, spec, dirs, user, sandbox, log } = options;
-  const args = chromiumArgs(spec, dirs, { sandbox });
-  const child = spawn(executable, args, {
+  const args = chromiumArgs(spec, dirs, { sandbox, extraFlags: options.extraFlags });
+  const command = options.wrap?.(executable, args) ?? { command: executable, args };
+  const child = spawn(command.command, command.args, {
     // Its own process group, so the agent can kill the whole tree without killing itself.
     detached: true,
     stdio: ['ignore', 'ignore', 'pipe'],
-    ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    ...(user && !options.wrap ? { uid: user.uid, gid: user.gid } : {}),
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: dirs.home,

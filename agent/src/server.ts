@@ -22,6 +22,8 @@ export interface LiveSettings {
   /** null removes the proxy. */
   proxy?: { url: string; username?: string; password?: string; bypassHosts: string[] } | null;
   viewport?: { width: number; height: number; refreshRate?: number };
+  /** A profile attached to a browser that had none: it saves into it when it ends (if saveChanges). */
+  profile?: { id: string; archiveUrl: string; saveChanges: boolean };
 }
 
 export type UpgradeHandler = (state: AgentState, request: IncomingMessage, socket: Duplex, head: Buffer, log: Logger) => void;
@@ -55,6 +57,9 @@ export function createAgentServer(state: AgentState, log: Logger): http.Server {
     });
   });
   server.on('upgrade', (request: IncomingMessage, socket, head: Buffer) => {
+    // Nothing else listens for the raw socket's errors until a handler takes it over (and
+    // a handler may load lazily): a client reset must not become an unhandled 'error'.
+    socket.on('error', () => socket.destroy());
     const path = new URL(request.url ?? '/', 'http://agent').pathname;
     if (path === CDP_PATH) return state.bridge.handleUpgrade(request, socket, head);
     const load = UPGRADES[path];

@@ -21,6 +21,12 @@ export interface AppSettings {
   publicUrl?: string | undefined;
   /** How long a browser create waits for the browser to be ready. */
   browserLaunchTimeoutMs: number;
+  /**
+   * The service's base URL as its browsers' agents reach it (they fetch and save profiles
+   * there). Known only once the server listens, so the composition root sets it then;
+   * while unset, sessions with a profile are refused (503).
+   */
+  internalUrl?: string | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

@@ -18,6 +18,7 @@ import { loadProxyUpstreams } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
 import { createFileProfileStore } from './storage/file-profile-store.js';
 import { adoptBrowsersAtStart, attachCdpProxy, IdleReaper } from './modules/browsers/module.js';
+import { closeProfileWriters, liveProfileWriters } from './modules/browsers/profile-archive-stop.js';
 import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
 
 /** How long each browser gets for Browser.close when the service stops. */
@@ -88,16 +89,20 @@ export async function startService(config: Config, log: Logger): Promise<Running
     reaper.start();
     const address = server.address() as AddressInfo;
     const url = `http://${address.address}:${address.port}`;
+    // Agents run on this host and fetch and save profiles here.
+    deps.settings.internalUrl = loopbackUrl(address);
     log.info({ url, dataDir: config.dataDir, embeddedPostgres: Boolean(embedded) }, 'browserplane listening');
 
     return {
       url,
       async stop(reason) {
-        log.info({ reason }, 'shutting down: draining requests');
+        const writers = await liveProfileWriters(deps);
+        log.info({ reason, profile_writers: writers.length }, 'shutting down: draining requests');
         lifecycle.draining = true;
         shutdown.abort();
         cdpProxy.close();
         await reaper.stop();
+        await closeProfileWriters(deps, writers);
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
         // A stopped service leaves no browser behind; their sessions end as browser_gone
         // when the reaper next looks.
@@ -112,6 +117,12 @@ export async function startService(config: Config, log: Logger): Promise<Running
     await embedded?.stop().catch((stopError: unknown) => log.error({ err: stopError }, 'could not stop Postgres'));
     throw error;
   }
+}
+
+/** The listen address as a local client reaches it: a wildcard address means loopback. */
+export function loopbackUrl(address: AddressInfo): string {
+  const host = address.address === '0.0.0.0' ? '127.0.0.1' : address.address === '::' ? '::1' : address.address;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
 }
 
 function listen(app: Express, port: number, host: string): Promise<Server> {

@@ -49,6 +49,7 @@ describe('POST /browsers', () => {
       session_id: expect.stringMatching(/^bs_[a-z2-7]+$/),
       cdp_ws_url: expect.stringMatching(new RegExp(`^ws://127\\.0\\.0\\.1:\\d+/browsers/${id}/cdp\\?token=\\d+\\.[A-Za-z0-9_-]{43}$`)),
       webdriver_ws_url: expect.stringMatching(new RegExp(`/browsers/${id}/webdriver\\?token=`)),
+      browser_live_view_url: expect.stringMatching(new RegExp(`^http://127\\.0\\.0\\.1:\\d+/browsers/${id}/live\\?token=`)),
       created_at: START.toISOString(),
       headless: false,
       stealth: false,

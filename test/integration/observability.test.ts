@@ -7,7 +7,10 @@ import { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const PUBLIC_PATHS = ['/healthz', '/readyz', '/metrics', '/openapi.json'];
+/** No API key: probes and documents, and pages authorised by a signed token in their URL instead. */
+// The agent's profile archive route (GET and PUT) is authorised by its token, not a key.
+const PROFILE_ARCHIVE = '/internal/browsers/{session_id}/profile';
+const PUBLIC_PATHS = ['/healthz', '/readyz', '/metrics', '/openapi.json', '/browsers/{session_id}/live', '/live-view/*path', PROFILE_ARCHIVE, PROFILE_ARCHIVE];
 const LEGACY_OPERATIONS = ['GET /projects/{id}', 'PATCH /projects/{id}', 'DELETE /projects/{id}', 'PATCH /projects/{id}/limits'];
 
 describe('observability', () => {

@@ -88,6 +88,8 @@ export async function startTestApp(
   });
   const cdpProxy = attachCdpProxy(server, deps);
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  // Agents fetch and save profiles at the app's own address, as in the service.
+  deps.settings.internalUrl ??= url;
   const client = (key?: string, headers?: Record<string, string>) => new HttpClient(url, key, headers);
 
   const newTenant = async (name = 'org'): Promise<Tenant> => {

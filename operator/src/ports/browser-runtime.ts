@@ -23,6 +23,11 @@ export interface LiveBrowserSettings {
   /** null removes the proxy. */
   proxy?: ProxySpec | null;
   viewport?: Viewport;
+  /**
+   * A profile attached to a browser that had none. Chromium reads its user-data dir only at
+   * start, so nothing is loaded; the agent saves into it at the end when saveChanges is set.
+   */
+  profile?: { id: string; archiveUrl: string; saveChanges: boolean };
 }
 
 export interface Viewport {

@@ -62,6 +62,10 @@ export function attachCdpProxy(server: Server, deps: AppDeps, options: { connect
   const sockets = new Set<WebSocket>();
 
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    // Until ws takes the socket over, nothing else listens for its errors: a client that
+    // resets the connection during the token check or the agent dial would otherwise
+    // raise an unhandled 'error' event and bring the service down.
+    socket.on('error', () => socket.destroy());
     const url = new URL(req.url ?? '/', 'http://service');
     const match = PATH.exec(url.pathname);
     if (!match) return refuse(socket, 404, 'route_not_found', 'No WebSocket endpoint at this path');
@@ -83,9 +87,14 @@ export function attachCdpProxy(server: Server, deps: AppDeps, options: { connect
 
     const upstream = await connectAgent(`${session.agent_url.replace(/^http/, 'ws').replace(/\/+$/, '')}/${kind}`).catch((error: unknown) => {
       deps.log.warn({ err: error, sessionId, kind }, 'the agent refused the WebSocket connection');
-      return undefined;
+      return error instanceof AgentRefusal ? error : undefined;
     });
-    if (!upstream) return refuse(socket, 502, 'browser_unreachable', 'The browser did not accept the connection');
+    // The agent's own refusal that means something to the client (a headless browser has
+    // no screen for /vnc) passes through; anything else is the browser being unreachable.
+    if (upstream instanceof AgentRefusal && upstream.status === 409) {
+      return refuse(socket, 409, 'live_view_unavailable', 'This session is headless: it has no screen to show');
+    }
+    if (!upstream || upstream instanceof AgentRefusal) return refuse(socket, 502, 'browser_unreachable', 'The browser did not accept the connection');
     wss.handleUpgrade(req, socket, head, (client) => {
       sockets.add(client);
       connections.opened(sessionId);
@@ -108,9 +117,21 @@ export function attachCdpProxy(server: Server, deps: AppDeps, options: { connect
   };
 }
 
+/** The agent answered the upgrade with an HTTP status instead of switching protocols. */
+class AgentRefusal extends Error {
+  constructor(readonly status: number) {
+    super(`the agent answered ${status}`);
+  }
+}
+
 function connectAgent(url: string): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024, handshakeTimeout: AGENT_CONNECT_TIMEOUT_MS });
+    ws.once('unexpected-response', (request, response) => {
+      response.resume();
+      request.destroy();
+      reject(new AgentRefusal(response.statusCode ?? 502));
+    });
     ws.once('open', () => {
       ws.off('error', reject);
       resolve(ws);

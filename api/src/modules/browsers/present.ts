@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { AppDeps } from '../../app-deps.js';
 import type { CdpTokens } from './cdp-token.js';
+import { liveViewPath } from './live-view.js';
 import type { SessionRow } from './store.js';
 
 const HOST = /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
@@ -34,6 +35,8 @@ export async function presentSession(ctx: PresentContext, row: SessionRow) {
     session_id: row.id,
     cdp_ws_url: `${path}/cdp?token=${token}`,
     webdriver_ws_url: `${path}/webdriver?token=${token}`,
+    // The live view page is opened over http(s) on the same host as the WebSockets.
+    ...(row.headless ? {} : { browser_live_view_url: `${ctx.wsBase.replace(/^ws/, 'http')}${liveViewPath(row.id)}?token=${token}` }),
     created_at: row.created_at.toISOString(),
     headless: row.headless,
     stealth: row.stealth,

@@ -8,7 +8,9 @@ import type { BrowserRuntime } from '../../../../operator/src/ports/browser-runt
 import { createCdpTokens } from './cdp-token.js';
 import { computerRoutes } from './computer-routes.js';
 import { fsRoutes } from './fs-routes.js';
+import { liveViewRoutes } from './live-view.js';
 import { presentSession, publicWsBase } from './present.js';
+import { profileArchiveRoutes } from './profile-archive-routes.js';
 import {
   browserIdParams,
   browserSessionSchema,
@@ -102,7 +104,8 @@ export function browserRoutes(appDeps: AppDeps, options: BrowserRouteOptions = {
       path: '/browsers/{id_or_name}',
       operationId: 'updateBrowser',
       summary: 'Change a session’s name, tags, telemetry, proxy, viewport or profile',
-      description: 'proxy_id and viewport are stored but not applied to the running browser yet.',
+      description:
+        'proxy_id and viewport are applied to the running browser before anything is stored; a change the browser cannot take is a 409 and stores nothing.',
       tags,
       auth: 'project',
       params: browserIdParams,
@@ -127,5 +130,7 @@ export function browserRoutes(appDeps: AppDeps, options: BrowserRouteOptions = {
     }),
     ...computerRoutes(deps),
     ...fsRoutes(deps),
+    ...liveViewRoutes(deps),
+    ...profileArchiveRoutes(deps),
   ];
 }

@@ -95,12 +95,14 @@ export const updateBrowserBody = z
   .strictObject({
     name: sessionName.nullable().optional().describe('New name; "" or null clears it'),
     tags: tagsSchema.nullable().optional().describe('Replaces every tag; {} or null clears them'),
-    proxy_id: lookupText.or(z.literal('')).nullable().optional().describe('New proxy; "" or null removes it (stored; not applied to the running browser yet)'),
+    proxy_id: lookupText.or(z.literal('')).nullable().optional().describe('New proxy, applied to the running browser; "" or null removes it'),
     telemetry: telemetryRequestSchema.nullable().optional(),
     viewport: viewportSchema
-      .extend({ force: z.boolean().optional().describe('Resize even while recording (no recordings exist yet)') })
+      .extend({
+        force: z.boolean().optional().describe('Resize even while a live view is open (default false: such a resize is a 409 live_view_active)'),
+      })
       .optional()
-      .describe('New viewport (stored; not applied to the running browser yet)'),
+      .describe('New viewport, applied to the running browser first: if it cannot take it, 409 and nothing is stored'),
     profile: profileSelector.optional().describe('Load a profile; only when the session has none'),
     disable_default_proxy: z.boolean().optional().describe('Accepted; there is no default stealth proxy here'),
   })
@@ -129,7 +131,11 @@ export const browserSessionSchema = z
   .object({
     session_id: z.string(),
     cdp_ws_url: z.string().describe('CDP WebSocket through the service, authorised by a signed token valid for an hour'),
-    webdriver_ws_url: z.string().describe('WebDriver BiDi endpoint: answers 501 until BiDi exists'),
+    webdriver_ws_url: z.string().describe('WebDriver BiDi WebSocket through the service (send session.new first; one session per connection), authorised like cdp_ws_url'),
+    browser_live_view_url: z
+      .string()
+      .optional()
+      .describe('Headful sessions only: a page showing the browser live, forwarding mouse and keyboard; authorised like cdp_ws_url'),
     created_at: timestamp,
     headless: z.boolean(),
     stealth: z.boolean(),

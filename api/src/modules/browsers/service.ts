@@ -4,7 +4,7 @@ import { AppError, conflict, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
 import type { BrowserLaunchSpec } from '../../../../operator/src/ports/browser-runtime.js';
 import { getOrg } from '../orgs/store.js';
-import { findProfile } from '../profiles/store.js';
+import { findProfile, markProfileUsed } from '../profiles/store.js';
 import { getLimits, shareLockLiveProject } from '../projects/store.js';
 import { proxyEndpoint } from '../proxies/service.js';
 import { findProxy } from '../proxies/store.js';
@@ -20,12 +20,23 @@ import {
   type Scope,
   type SessionRow,
 } from './store.js';
+import { createCdpTokens } from './cdp-token.js';
+import { profileArchiveUrl } from './profile-archive.js';
 import { applyTelemetry } from './telemetry.js';
 
 /** How long a create waits for the browser to be ready. */
 export const LAUNCH_TIMEOUT_MS = 30_000;
 /** How long Browser.close gets before the runtime kills what is left. */
 export const TERMINATE_GRACE_MS = 5_000;
+/**
+ * Extra time for a session that saves its profile: after Chromium closed, the agent packs
+ * the user-data dir and uploads it before it exits. The agent still gives Chromium only its
+ * usual grace, so this time is the upload's, not a hung browser's.
+ */
+export const PROFILE_SAVE_GRACE_MS = 60_000;
+
+export const terminateGraceMs = (row: Pick<SessionRow, 'profile_save_changes'>): number =>
+  TERMINATE_GRACE_MS + (row.profile_save_changes ? PROFILE_SAVE_GRACE_MS : 0);
 export const CONCURRENCY_RETRY_AFTER_SECONDS = 1;
 
 export const DELETE_REASONS = {
@@ -62,6 +73,9 @@ export function sessionConflict(error: unknown, name: string | null): unknown {
  */
 async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInput): Promise<{ row: SessionRow; spec: BrowserLaunchSpec }> {
   const name = input.name === undefined || input.name === '' ? null : input.name;
+  const id = newId('bs');
+  // Minted before the row exists, so a failure here leaves no session holding a slot.
+  const archiveUrl = input.profile === undefined ? undefined : await profileArchiveUrl(deps, createCdpTokens(deps), id);
   try {
     return await inTransaction(deps.db, async (tx) => {
       const project = await shareLockLiveProject(tx, scope.orgId, scope.projectId);
@@ -73,7 +87,8 @@ async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInp
 
       await lockOrgSessionCreates(tx, scope.orgId);
       await enforceCaps(deps, tx, scope);
-      const id = newId('bs');
+      const now = deps.clock.now();
+      if (profile) await markProfileUsed(tx, profile.id, now);
       const viewport = { ...DEFAULT_VIEWPORT, ...input.viewport };
       await insertSession(tx, scope, {
         id,
@@ -92,7 +107,7 @@ async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInp
         tags: input.tags ?? {},
         telemetry: applyTelemetry(null, input.telemetry),
         invocationId: input.invocation_id ?? null,
-        now: deps.clock.now(),
+        now,
       });
       const row = (await findSession(tx, scope, id))!;
       const spec: BrowserLaunchSpec = {
@@ -105,6 +120,7 @@ async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInp
         viewport: { width: viewport.width, height: viewport.height, refreshRate: viewport.refresh_rate },
         ...(row.start_url !== null ? { startUrl: row.start_url } : {}),
         ...(proxy ? { proxy: proxy.endpoint } : {}),
+        ...(profile && archiveUrl ? { profile: { id: profile.id, archiveUrl, saveChanges: row.profile_save_changes } } : {}),
         chromePolicy: row.chrome_policy,
         labels: { ...row.tags },
       };
@@ -215,8 +231,8 @@ export async function createSession(deps: AppDeps, scope: Scope, input: CreateBr
  * row deleted. The runtime goes first: if it fails, the session stays live and a retry
  * (or the reaper) finishes the job, rather than a deleted row with a browser still running.
  */
-export async function endSession(deps: AppDeps, row: Pick<SessionRow, 'id'>, reason: string): Promise<boolean> {
-  await deps.runtime.terminate(row.id, { graceMs: TERMINATE_GRACE_MS });
+export async function endSession(deps: AppDeps, row: Pick<SessionRow, 'id' | 'profile_save_changes'>, reason: string): Promise<boolean> {
+  await deps.runtime.terminate(row.id, { graceMs: terminateGraceMs(row) });
   const ended = await markDeleted(deps.db, row.id, reason, deps.clock.now());
   deps.log.info({ sessionId: row.id, reason }, 'browser session ended');
   return ended;

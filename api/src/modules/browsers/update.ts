@@ -1,8 +1,9 @@
 import type { AppDeps } from '../../app-deps.js';
 import { inTransaction } from '../../db/pool.js';
-import { AppError, conflict, notFound } from '../../http/errors.js';
+import { AppError, conflict } from '../../http/errors.js';
 import { BrowserSettingsError, type LiveBrowserSettings } from '../../../../operator/src/ports/browser-runtime.js';
-import { findProfile } from '../profiles/store.js';
+import { attachProfile } from './profile-archive.js';
+import { refuseResizeWhileWatched } from './live-view.js';
 import { DEFAULT_VIEWPORT, type UpdateBrowserInput } from './schema.js';
 import { getSession, resolveProxy, sessionConflict } from './service.js';
 import { findSession, updateSession, type Scope, type SessionChange, type SessionRow } from './store.js';
@@ -13,8 +14,8 @@ import { applyTelemetry } from './telemetry.js';
  * tags replace all tags ({} or null clears); proxy_id "" or null removes it. proxy_id and
  * viewport are applied to the running browser before the change commits: if the agent
  * cannot apply them, nothing is stored and the caller gets 409. A profile can be set only
- * while none is loaded. The row is locked for the change, so concurrent PATCHes apply one
- * after the other.
+ * while none is loaded, and only one with nothing saved yet (attachProfile says why). The
+ * row is locked for the change, so concurrent PATCHes apply one after the other.
  */
 export async function updateSessionSettings(deps: AppDeps, scope: Scope, idOrName: string, input: UpdateBrowserInput): Promise<SessionRow> {
   let newName: string | null | undefined;
@@ -39,6 +40,7 @@ export async function updateSessionSettings(deps: AppDeps, scope: Scope, idOrNam
       }
       if (input.telemetry !== undefined) change.telemetry = applyTelemetry(row.telemetry, input.telemetry);
       if (input.viewport !== undefined) {
+        if (input.viewport.force !== true) await refuseResizeWhileWatched(row);
         change.viewport = {
           width: input.viewport.width,
           height: input.viewport.height,
@@ -47,14 +49,12 @@ export async function updateSessionSettings(deps: AppDeps, scope: Scope, idOrNam
         live.viewport = { width: change.viewport.width, height: change.viewport.height, refreshRate: change.viewport.refresh_rate };
       }
       if (input.profile !== undefined) {
-        if (row.profile_id !== null) throw conflict('profile_already_loaded', 'The session already has a profile; only a session without one can load one');
-        const key = (input.profile.id ?? input.profile.name)!;
-        const profile = await findProfile(tx, scope, key);
-        if (!profile) throw notFound('Profile', key);
-        change.profile = { id: profile.id, saveChanges: input.profile.save_changes === true };
+        const attached = await attachProfile(deps, tx, { scope, session: row, selector: input.profile, now: change.now });
+        change.profile = attached.change;
+        if (attached.live) live.profile = attached.live;
       }
       await updateSession(tx, row.id, change);
-      if (live.proxy !== undefined || live.viewport !== undefined) await applyLive(deps, row, live);
+      if (live.proxy !== undefined || live.viewport !== undefined || live.profile !== undefined) await applyLive(deps, row, live);
       return (await findSession(tx, scope, row.id))!;
     });
   } catch (error) {
