@@ -18,6 +18,7 @@ import { listeningUrl, startBuiltService } from './service-process.js';
 
 const RUNS = Number(process.env.BENCH_SESSION_RUNS ?? 8);
 const MEMORY_SESSIONS = Number(process.env.BENCH_MEMORY_SESSIONS ?? 5);
+const SETTLE_MS = 700;
 const CHROMIUM = process.env.CHROME_PATH ?? '/usr/lib/chromium/chromium';
 
 async function main(): Promise<void> {
@@ -28,11 +29,16 @@ async function main(): Promise<void> {
   try {
     const url = await listeningUrl(service.child);
     const auth = { authorization: `Bearer ${service.key}`, 'content-type': 'application/json' };
-    // Alternate the two so drift in machine load hits both alike.
+    // Alternate the two so drift in machine load hits both alike, and let the machine
+    // settle before each measure: a closing browser, or the standby agent the runtime
+    // starts after each create, would otherwise slow whichever measure comes next.
+    const settle = () => new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
     for (let i = 0; i < RUNS; i++) {
+      await settle();
       const bare = await launchBareChromium(user);
       baseline.push(bare.readyMs);
       await bare.stop();
+      await settle();
       const t0 = performance.now();
       const res = await fetch(`${url}/browsers`, { method: 'POST', headers: auth, body: JSON.stringify({ headless: true }) });
       const session = (await res.json()) as { session_id: string };

@@ -21,7 +21,7 @@ const flag = (value: unknown, field: string, fallback: boolean): boolean =>
  * Checked by hand rather than with zod: the runtime that writes the spec validated it
  * already, and zod's import alone costs about 60 ms of every launch here.
  */
-function parseLaunchSpec(raw: unknown): BrowserLaunchSpec {
+export function parseLaunchSpec(raw: unknown): BrowserLaunchSpec {
   if (!isObject(raw)) return fail('AGENT_SPEC must be a JSON object');
   const browserId = typeof raw.browserId === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(raw.browserId) ? raw.browserId : fail('AGENT_SPEC.browserId must match [A-Za-z0-9_-]{1,128}');
   const viewport = raw.viewport === undefined ? { width: 1920, height: 1080 } : raw.viewport;
@@ -71,6 +71,26 @@ export interface AgentConfig {
   logLevel: string;
 }
 
+/** Everything but the launch settings: what a standby agent knows before it is claimed. */
+export type StandbyConfig = Omit<AgentConfig, 'spec' | 'workDir'>;
+
+/** AGENT_STANDBY=1: start without a spec and wait to be claimed (see standby.ts). */
+export const isStandby = (env: NodeJS.ProcessEnv) => env.AGENT_STANDBY === '1';
+
+export function parseStandbyConfig(env: NodeJS.ProcessEnv): StandbyConfig {
+  const chromiumUser = env.AGENT_CHROMIUM_USER || 'browserplane';
+  if (!/^[a-z_][a-z0-9_-]*$/.test(chromiumUser)) fail('AGENT_CHROMIUM_USER is not a valid user name');
+  return {
+    host: env.AGENT_HOST || '127.0.0.1',
+    port: envInteger(env, 'AGENT_PORT', 0, { min: 0, max: 65535 }),
+    chromePath: env.CHROME_PATH || undefined,
+    chromiumUser,
+    shutdownGraceMs: envInteger(env, 'AGENT_SHUTDOWN_GRACE_MS', 5000, { min: 0, max: 600_000 }),
+    startTimeoutMs: envInteger(env, 'AGENT_START_TIMEOUT_MS', 30_000, { min: 1, max: 600_000 }),
+    logLevel: env.LOG_LEVEL || 'info',
+  };
+}
+
 export function parseAgentConfig(env: NodeJS.ProcessEnv): AgentConfig {
   if (!env.AGENT_SPEC) fail('AGENT_SPEC (JSON launch settings) is required');
   let specJson: unknown;
@@ -79,17 +99,5 @@ export function parseAgentConfig(env: NodeJS.ProcessEnv): AgentConfig {
   } catch {
     fail('AGENT_SPEC is not valid JSON');
   }
-  const chromiumUser = env.AGENT_CHROMIUM_USER || 'browserplane';
-  if (!/^[a-z_][a-z0-9_-]*$/.test(chromiumUser)) fail('AGENT_CHROMIUM_USER is not a valid user name');
-  return {
-    spec: parseLaunchSpec(specJson),
-    host: env.AGENT_HOST || '127.0.0.1',
-    port: envInteger(env, 'AGENT_PORT', 0, { min: 0, max: 65535 }),
-    workDir: env.AGENT_WORK_DIR || undefined,
-    chromePath: env.CHROME_PATH || undefined,
-    chromiumUser,
-    shutdownGraceMs: envInteger(env, 'AGENT_SHUTDOWN_GRACE_MS', 5000, { min: 0, max: 600_000 }),
-    startTimeoutMs: envInteger(env, 'AGENT_START_TIMEOUT_MS', 30_000, { min: 1, max: 600_000 }),
-    logLevel: env.LOG_LEVEL || 'info',
-  };
+  return { ...parseStandbyConfig(env), spec: parseLaunchSpec(specJson), workDir: env.AGENT_WORK_DIR || undefined };
 }

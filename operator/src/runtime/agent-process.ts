@@ -10,7 +10,7 @@ import type { BrowserLaunchSpec, LiveBrowserSettings } from '../ports/browser-ru
  */
 
 export interface AgentHealth {
-  status: 'starting' | 'ready' | 'stopping';
+  status: 'standby' | 'starting' | 'ready' | 'stopping';
   browser_id: string;
   browser: { version: string; pid: number; sandbox: boolean } | null;
   connections: number;
@@ -42,11 +42,15 @@ export async function freePort(): Promise<number> {
  */
 export const AGENT_NODE_FLAGS = ['--single-threaded', '--optimize-for-size'];
 
+/**
+ * Starts an agent for `spec` in `workDir`, or, without them, a standby agent that waits
+ * for POST /start (agent/src/standby.ts).
+ */
 export async function spawnAgent(options: {
   agentEntry: string;
-  spec: BrowserLaunchSpec;
+  spec?: BrowserLaunchSpec;
   port: number;
-  workDir: string;
+  workDir?: string;
   logFile: string;
   chromePath?: string;
   logLevel: string;
@@ -57,10 +61,10 @@ export async function spawnAgent(options: {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
       LANG: process.env.LANG ?? 'C.UTF-8',
-      AGENT_SPEC: JSON.stringify(options.spec),
+      ...(options.spec ? { AGENT_SPEC: JSON.stringify(options.spec) } : { AGENT_STANDBY: '1', AGENT_PARENT_PID: String(process.pid) }),
       AGENT_HOST: '127.0.0.1',
       AGENT_PORT: String(options.port),
-      AGENT_WORK_DIR: options.workDir,
+      ...(options.workDir ? { AGENT_WORK_DIR: options.workDir } : {}),
       LOG_LEVEL: options.logLevel,
       ...(options.chromePath ? { CHROME_PATH: options.chromePath } : {}),
     };
@@ -84,6 +88,22 @@ export async function fetchHealth(agentUrl: string, timeoutMs: number): Promise<
     return (await response.json()) as AgentHealth;
   } catch {
     return undefined;
+  }
+}
+
+/** Claims a standby agent for `spec`; false when it did not take it (then it should be killed). */
+export async function claimStandbyAgent(agentUrl: string, spec: BrowserLaunchSpec, workDir: string): Promise<boolean> {
+  try {
+    const response = await fetch(`${agentUrl}/start`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ spec, workDir }),
+      signal: AbortSignal.timeout(2000),
+    });
+    await response.body?.cancel();
+    return response.status === 202;
+  } catch {
+    return false;
   }
 }
 

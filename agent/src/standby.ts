@@ -1,0 +1,121 @@
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import type { BrowserAgent } from './agent.js';
+import { parseLaunchSpec, type StandbyConfig } from './config.js';
+
+/**
+ * Standby mode (AGENT_STANDBY=1, no AGENT_SPEC). Node's start and the agent's module
+ * loading take 150-200 ms before an agent can even spawn Chromium, a third of a create
+ * on this machine; a runtime keeps one agent ready in standby, so a create pays only for
+ * Chromium. The standby loads every module of the launch path, listens on its port and
+ * answers GET /health with status "standby"; POST /start {spec, workDir} claims it: it
+ * answers 202, closes its standby server and starts exactly like an agent started with
+ * AGENT_SPEC, on the same port.
+ *
+ * Nobody else will claim a standby whose runtime is gone, so it exits when its parent
+ * process (AGENT_PARENT_PID, else the parent at start) is no longer its parent (the
+ * service died and it was re-parented), and on SIGTERM or SIGINT.
+ */
+
+const MAX_START_BODY_BYTES = 1024 * 1024;
+const PARENT_CHECK_MS = 1000;
+
+export interface Claimed {
+  agent: BrowserAgent;
+}
+
+export async function runStandby(
+  config: StandbyConfig,
+  log: Logger,
+  onClaim: (browserId: string) => void,
+  exit: (code: number) => void,
+): Promise<Claimed> {
+  // Everything the launch path imports, loaded now rather than on the clock of a create.
+  const [{ BrowserAgent }] = await Promise.all([
+    import('./agent.js'),
+    import('./server.js'),
+    import('./cdp-bridge.js'),
+    import('./chromium.js'),
+    import('./display.js'),
+    import('./proxy.js'),
+    import('ws'),
+  ]);
+  // The runtime names itself: by the time this line runs, a runtime that died at once
+  // would already have left us re-parented, and process.ppid would not tell.
+  const parent = Number(process.env.AGENT_PARENT_PID) || process.ppid;
+  const watchdog = setInterval(() => {
+    if (process.ppid !== parent) {
+      log.info({ parent }, 'standby agent: the runtime that started it is gone; exiting');
+      exit(0);
+    }
+  }, PARENT_CHECK_MS);
+
+  return new Promise<Claimed>((resolve, reject) => {
+    let claimed = false;
+    const server = http.createServer((request, response) => {
+      const path = new URL(request.url ?? '/', 'http://agent').pathname;
+      if (request.method === 'GET' && path === '/health') {
+        return send(response, 200, { status: claimed ? 'starting' : 'standby', browser_id: null, browser: null, connections: 0, idle_since: null });
+      }
+      if (request.method === 'POST' && path === '/start' && !claimed) {
+        void readBody(request).then((body) => {
+          let spec;
+          let workDir: unknown;
+          try {
+            const parsed = JSON.parse(body) as { spec?: unknown; workDir?: unknown };
+            spec = parseLaunchSpec(parsed.spec);
+            workDir = parsed.workDir;
+            if (workDir !== undefined && typeof workDir !== 'string') throw new Error('workDir must be a string');
+          } catch (error) {
+            return send(response, 400, { code: 'invalid_spec', message: error instanceof Error ? error.message : String(error) });
+          }
+          claimed = true;
+          clearInterval(watchdog);
+          onClaim(spec.browserId);
+          log.info('standby agent claimed');
+          response.once('finish', () => {
+            // The agent listens on the same port as soon as this server lets it go.
+            server.close(() => {
+              const agent = new BrowserAgent({ ...config, spec, workDir: workDir }, log, exit);
+              resolve({ agent });
+              void agent.start().catch((error: unknown) => agent.abort(error));
+            });
+            server.closeAllConnections();
+          });
+          send(response, 202, { status: 'starting' });
+        }, () => send(response, 400, { code: 'invalid_spec', message: 'the body could not be read' }));
+        return;
+      }
+      send(response, claimed ? 503 : 404, { code: claimed ? 'not_ready' : 'route_not_found', message: claimed ? 'browser not ready' : `no route for ${request.method} ${path}` });
+    });
+    server.once('error', (error) => {
+      clearInterval(watchdog);
+      reject(error);
+    });
+    server.listen(config.port, config.host, () => {
+      const { address, port } = server.address() as AddressInfo;
+      log.info({ host: address, port }, 'standby agent listening');
+    });
+  });
+}
+
+function readBody(request: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_START_BODY_BYTES) request.destroy(new Error('body too large'));
+      else chunks.push(chunk);
+    });
+    request.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    request.on('error', reject);
+  });
+}
+
+function send(response: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  response.end(text);
+}

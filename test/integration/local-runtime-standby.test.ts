@@ -1,0 +1,154 @@
+import { spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../api/src/logger.js';
+import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
+import { fetchHealth, freePort, spawnAgent } from '../../operator/src/runtime/agent-process.js';
+import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+
+/**
+ * Standby agents (agent/src/standby.ts): the local runtime keeps one agent started and
+ * waiting, so a launch skips Node's start and the agent's module loading. Real agents,
+ * real Chromium.
+ */
+
+const root = path.resolve(import.meta.dirname, '../..');
+const agentEntry = path.join(root, 'dist/agent/src/main.js');
+const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'warn');
+
+let scratch: string;
+let stateDir: string;
+let workRoot: string;
+
+function spec(browserId: string): BrowserLaunchSpec {
+  return { browserId, orgId: 'o', projectId: 'p', headless: true, stealth: false, kioskMode: false, viewport: { width: 800, height: 600 }, chromePolicy: {}, labels: {} };
+}
+
+/** Pids of standby agents (AGENT_STANDBY=1 in their environment) whose parent is `parent`. */
+function standbyAgents(parent = process.pid): number[] {
+  return readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        return ppid === parent && readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').includes('AGENT_STANDBY=1');
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+beforeAll(async () => {
+  scratch = await mkdtemp(path.join(os.tmpdir(), 'bp-sb-'));
+  await chmod(scratch, 0o711);
+  stateDir = path.join(scratch, 'state');
+  workRoot = path.join(scratch, 'b');
+});
+afterAll(async () => {
+  await rm(scratch, { recursive: true, force: true });
+});
+
+describe('the local runtime with a standby agent', () => {
+  it('hands the standby agent to the next launch, starts a new one, and stops it with terminateAll', async () => {
+    const runtime = createLocalRuntime({ stateDir, workRoot, log });
+    try {
+      // Claimed agents keep AGENT_STANDBY=1 in their environment: count the others.
+      const claimed: number[] = [];
+      const waitingNow = () => {
+        const pids = standbyAgents().filter((pid) => !claimed.includes(pid));
+        return pids.length === 1 ? pids[0] : undefined;
+      };
+      const waiting = await until('a standby agent', waitingNow);
+      const launched = await runtime.launch(spec('sb-one'), { signal: new AbortController().signal });
+      expect(launched.phase).toBe('Ready');
+      const record = JSON.parse(await readFile(path.join(stateDir, 'sb-one.json'), 'utf8')) as { agentPid: number; logFile: string };
+      expect(record.agentPid).toBe(waiting);
+      claimed.push(waiting);
+      const agentLog = await readFile(record.logFile, 'utf8');
+      expect(agentLog).toContain('standby agent claimed');
+      expect(agentLog).toMatch(/"browser_id":"sb-one"[^\n]*"msg":"browser ready"/);
+      // A fresh standby takes its place, and serves the next launch.
+      const next = await until('the next standby', waitingNow);
+      expect((await runtime.launch(spec('sb-two'), { signal: new AbortController().signal })).phase).toBe('Ready');
+      expect((JSON.parse(await readFile(path.join(stateDir, 'sb-two.json'), 'utf8')) as { agentPid: number }).agentPid).toBe(next);
+      claimed.push(next);
+      await until('a third standby', waitingNow);
+    } finally {
+      await runtime.terminateAll(2000);
+    }
+    await until('no standby left', () => (standbyAgents().length === 0 ? true : undefined), 5000);
+    expect(await runtime.list()).toEqual([]);
+  }, 60_000);
+
+  it('keeps none with standbyAgents: 0, and each launch starts its own agent', async () => {
+    const runtime = createLocalRuntime({ stateDir, workRoot, log, standbyAgents: 0 });
+    try {
+      expect((await runtime.launch(spec('sb-none'), { signal: new AbortController().signal })).phase).toBe('Ready');
+      const record = JSON.parse(await readFile(path.join(stateDir, 'sb-none.json'), 'utf8')) as { logFile: string };
+      expect(await readFile(record.logFile, 'utf8')).not.toContain('standby agent claimed');
+      expect(standbyAgents()).toEqual([]);
+    } finally {
+      await runtime.terminateAll(2000);
+    }
+  }, 30_000);
+});
+
+describe('a standby agent', () => {
+  it('refuses a start without a valid spec and stays claimable', async () => {
+    const port = await freePort();
+    const child = await spawnAgent({ agentEntry, port, logFile: path.join(scratch, 'standby-bad.log'), logLevel: 'info' });
+    try {
+      const url = `http://127.0.0.1:${port}`;
+      await until('standby', async () => ((await fetchHealth(url, 500))?.status === 'standby' ? true : undefined));
+      const bad = await fetch(`${url}/start`, { method: 'POST', body: JSON.stringify({ spec: { browserId: '../x' } }) });
+      expect(bad.status).toBe(400);
+      expect(((await bad.json()) as { message: string }).message).toContain('browserId');
+      expect((await fetchHealth(url, 500))?.status).toBe('standby');
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((resolve) => child.once('exit', resolve));
+    }
+  }, 30_000);
+
+  it('exits by itself when the process that started it is gone', async () => {
+    // A parent that starts a standby agent, prints its pid and exits at once.
+    const script = `
+      import { spawn } from 'node:child_process';
+      const child = spawn(process.execPath, [${JSON.stringify(agentEntry)}], {
+        detached: true, stdio: 'ignore', env: { ...process.env, AGENT_STANDBY: '1', AGENT_PORT: '0', AGENT_PARENT_PID: String(process.pid) },
+      });
+      child.unref();
+      console.log(child.pid);`;
+    const parent = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    parent.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+    await new Promise((resolve) => parent.once('exit', resolve));
+    const standby = Number(out.trim());
+    expect(standby).toBeGreaterThan(0);
+    await until('the orphaned standby to exit', () => (alive(standby) ? undefined : true), 10_000);
+  }, 30_000);
+});
