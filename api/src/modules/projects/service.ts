@@ -69,7 +69,10 @@ export async function deleteProject(deps: Deps, auth: AuthContext, idOrName: str
       throw conflict('default_project', 'The default project cannot be deleted; org-wide keys fall back to it');
     }
     const now = deps.clock.now();
-    const counts = await Promise.all(deps.projectResources.map((count) => count(tx, row.id, now)));
+    // One after the other: a transaction's client runs one query at a time (pg queues
+    // concurrent ones, deprecated, and pg 9 refuses them).
+    const counts = [];
+    for (const count of deps.projectResources) counts.push(await count(tx, row.id, now));
     const inUse = counts.filter((c) => c.count > 0);
     if (inUse.length) {
       throw conflict(
