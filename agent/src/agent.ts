@@ -47,6 +47,8 @@ export class BrowserAgent {
   private starting?: Promise<void>;
   private readonly startAborted = new AbortController();
   private readonly connections = new ConnectionTracker();
+  private lastHealthPoll = Date.now();
+  private orphanTimer?: NodeJS.Timeout;
 
   constructor(
     private readonly config: AgentConfig,
@@ -85,6 +87,28 @@ export class BrowserAgent {
     this.log.info({ ms: Date.now() - started, chromium_pid: chromium.pid, sandbox: chromium.sandbox }, 'browser ready');
     void this.forwarder?.load();
     void chromium.exited.then((exit) => this.onChromiumExit(exit));
+    this.watchForOrphaning();
+  }
+
+  /**
+   * Agents outlive a killed service on purpose, to be re-adopted when it starts again.
+   * One whose service never comes back would run forever: with no /health request (the
+   * reaper asks every 5 s) and no client for orphanTimeoutMs, it shuts down.
+   */
+  private watchForOrphaning(): void {
+    const timeoutMs = this.config.orphanTimeoutMs;
+    if (timeoutMs <= 0) return;
+    this.lastHealthPoll = Date.now();
+    this.orphanTimer = setInterval(
+      () => {
+        const silentMs = Date.now() - this.lastHealthPoll;
+        if (silentMs >= timeoutMs && this.connections.total() === 0) {
+          void this.shutdown(`orphaned: no health check from the service for ${Math.round(silentMs / 1000)} s and no client`);
+        }
+      },
+      Math.min(timeoutMs, 30_000),
+    );
+    this.orphanTimer.unref();
   }
 
   /** Idempotent: the first reason wins, later calls wait for the same shutdown. */
@@ -118,6 +142,7 @@ export class BrowserAgent {
         bridge,
         connections: this.connections,
         applySettings: (settings) => this.applySettings(settings),
+        healthPolled: () => (this.lastHealthPoll = Date.now()),
         requestShutdown: (reason, graceMs) => void this.shutdown(reason, graceMs),
       },
       this.log,
@@ -281,6 +306,7 @@ export class BrowserAgent {
   }
 
   private async stop(reason: string, graceMs: number): Promise<void> {
+    clearInterval(this.orphanTimer);
     this.log.info({ reason, grace_ms: graceMs }, 'shutting down');
     this.phase = 'stopping';
     this.bridge?.closeAll();

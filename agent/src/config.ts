@@ -68,6 +68,11 @@ export interface AgentConfig {
   shutdownGraceMs: number;
   /** How long Chromium gets to open its DevTools endpoint. */
   startTimeoutMs: number;
+  /**
+   * With no /health request and no client for this long, the agent takes its service for
+   * gone for good and shuts down (0: never). The service's reaper asks every 5 s.
+   */
+  orphanTimeoutMs: number;
   logLevel: string;
 }
 
@@ -87,6 +92,7 @@ export function parseStandbyConfig(env: NodeJS.ProcessEnv): StandbyConfig {
     chromiumUser,
     shutdownGraceMs: envInteger(env, 'AGENT_SHUTDOWN_GRACE_MS', 5000, { min: 0, max: 600_000 }),
     startTimeoutMs: envInteger(env, 'AGENT_START_TIMEOUT_MS', 30_000, { min: 1, max: 600_000 }),
+    orphanTimeoutMs: envInteger(env, 'AGENT_ORPHAN_TIMEOUT_MS', 600_000, { min: 0, max: 2_592_000_000 }),
     logLevel: env.LOG_LEVEL || 'info',
   };
 }

@@ -42,6 +42,8 @@ export interface AgentState {
   chromium: () => RunningChromium | undefined;
   bridge: CdpBridge;
   connections: ConnectionTracker;
+  /** Someone (the service's reaper, the runtime) asked for /health: the service is alive. */
+  healthPolled: () => void;
   /** Applies settings changed on the running browser; rejects with a message a person can read. */
   applySettings: (settings: LiveSettings) => Promise<void>;
   /** Starts the shutdown; `graceMs` overrides the configured grace period for Chromium. */
@@ -81,7 +83,10 @@ export function createAgentServer(state: AgentState, log: Logger): http.Server {
 async function route(state: AgentState, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const path = new URL(request.url ?? '/', 'http://agent').pathname.replace(/\/+$/, '') || '/';
   const key = `${request.method} ${path}`;
-  if (key === 'GET /health') return sendJson(response, state.phase() === 'ready' ? 200 : 503, health(state));
+  if (key === 'GET /health') {
+    state.healthPolled();
+    return sendJson(response, state.phase() === 'ready' ? 200 : 503, health(state));
+  }
   if (key === 'GET /json/version') return jsonVersion(state, request, response);
   if (path.startsWith('/computer/')) return handleComputerRequest(state.chromium(), request, response, path);
   if (key === 'POST /settings') {

@@ -4,6 +4,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processGroupMembers } from '../../agent/src/process-group.js';
 import { freePort } from '../../operator/src/runtime/agent-process.js';
@@ -164,6 +165,21 @@ describe('agent lifecycle', () => {
     expect(await processGroupMembers(browser.pid)).toEqual([]);
     expect(existsSync(agent.workDir)).toBe(false);
   });
+
+  it('shuts down cleanly once no service has asked for /health for AGENT_ORPHAN_TIMEOUT_MS, but not while a client is connected', async () => {
+    const agent = await startAgent('agent-orphan', {}, { env: { AGENT_ORPHAN_TIMEOUT_MS: '1500' } });
+    const { browser } = await health(agent);
+    // A connected client keeps it alive past the timeout, with nobody asking for /health.
+    const client = new WebSocket(`${agent.url.replace('http', 'ws')}/cdp`);
+    await new Promise((resolve, reject) => client.once('open', resolve).once('error', reject));
+    await new Promise((resolve) => setTimeout(resolve, 3500));
+    expect(agent.child.exitCode).toBeNull();
+    client.close();
+    expect(await agent.exited).toEqual({ code: 0, signal: null });
+    expect(agent.output()).toMatch(/orphaned: no health check from the service for \d+ s and no client/);
+    expect(await processGroupMembers(browser.pid)).toEqual([]);
+    expect(existsSync(agent.workDir)).toBe(false);
+  }, 30_000);
 
   it('starts even when the start URL cannot be reached, and never takes it for a switch', async () => {
     const unreachable = await startAgent('agent-bad-url', { startUrl: 'http://127.0.0.1:1/' });
