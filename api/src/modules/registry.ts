@@ -3,6 +3,7 @@ import type { AppDeps, ProjectResourceCounter } from '../app-deps.js';
 import type { RouteDef } from '../http/route.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import { countProjectApiKeys } from './api-keys/service.js';
+import { browserPoolsModule } from './browser-pools/module.js';
 import { browsersModule } from './browsers/module.js';
 import { credentialsModule } from './credentials/module.js';
 import { invocationsModule } from './invocations/module.js';
@@ -30,6 +31,7 @@ export const apiModules: ApiModule[] = [
   credentialsModule,
   profilesModule,
   browsersModule,
+  browserPoolsModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

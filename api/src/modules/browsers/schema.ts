@@ -13,10 +13,10 @@ export const DEFAULT_VIEWPORT = { width: 1920, height: 1080, refresh_rate: 25 } 
 const noControl = /^[^\p{Cc}]*$/u;
 
 /** A session name: 1 to 255 characters without control characters; "" means none. */
-const sessionName = z.string().max(255).regex(noControl, 'must not contain control characters');
+export const sessionName = z.string().max(255).regex(noControl, 'must not contain control characters');
 
 /** Same rule as profile and extension names (CONTRACT §1.2). */
-const selectorName = z
+export const selectorName = z
   .string()
   .min(1)
   .max(255)
@@ -50,9 +50,9 @@ const profileSelector = z
   .refine((p) => (p.id === undefined) !== (p.name === undefined), { message: 'give exactly one of id or name' })
   .describe('An existing profile of the project, by id or name');
 
-const extensionSelector = z.strictObject({ id: lookupText.optional(), name: selectorName.optional() });
+export const extensionSelector = z.strictObject({ id: lookupText.optional(), name: selectorName.optional() });
 
-const startUrl = z
+export const startUrl = z
   .url({ protocol: /^(https?|about)$/ })
   .max(8192)
   .describe('Page opened at start, best effort: http, https or about URL');

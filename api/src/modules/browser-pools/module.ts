@@ -1,0 +1,10 @@
+import type { ApiModule } from '../registry.js';
+import { browserPoolRoutes } from './routes.js';
+import { countProjectPools } from './service.js';
+
+/** Browser pools: configuration and size (this slice); warming and leases come next. */
+export const browserPoolsModule: ApiModule = {
+  name: 'browser-pools',
+  routes: browserPoolRoutes,
+  projectResources: [countProjectPools],
+};

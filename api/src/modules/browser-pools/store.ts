@@ -1,0 +1,195 @@
+import type { Queryable } from '../../db/pool.js';
+import { foldName } from '../../ids.js';
+import { escapeLike } from '../projects/store.js';
+import type { TelemetryConfig } from '../browsers/telemetry.js';
+
+export interface PoolScope {
+  orgId: string;
+  projectId: string;
+}
+
+/** The browser configuration of a pool: what each browser it warms is made with. */
+export interface PoolSettings {
+  size: number;
+  fillRatePerMinute: number;
+  timeoutSeconds: number;
+  headless: boolean;
+  stealth: boolean;
+  kioskMode: boolean;
+  startUrl: string | null;
+  proxyId: string | null;
+  profileId: string | null;
+  refreshOnProfileUpdate: boolean;
+  viewport: { width: number; height: number; refresh_rate: number };
+  chromePolicy: Record<string, unknown>;
+  telemetry: TelemetryConfig | null;
+  /** browser_pool_config as sent, for the echo. */
+  config: Record<string, unknown>;
+}
+
+export interface PoolRow {
+  id: string;
+  org_id: string;
+  project_id: string;
+  name: string | null;
+  size: number;
+  fill_rate_per_minute: number;
+  timeout_seconds: number;
+  headless: boolean;
+  stealth: boolean;
+  kiosk_mode: boolean;
+  start_url: string | null;
+  proxy_id: string | null;
+  profile_id: string | null;
+  refresh_on_profile_update: boolean;
+  viewport_width: number;
+  viewport_height: number;
+  viewport_refresh_rate: number;
+  chrome_policy: Record<string, unknown>;
+  telemetry: TelemetryConfig | null;
+  config: Record<string, unknown>;
+  generation: number;
+  created_at: Date;
+  updated_at: Date;
+  deleted_at: Date | null;
+  /** Browsers of the pool by state; 0 until pools warm browsers. */
+  available_count: number;
+  acquired_count: number;
+}
+
+const SELECT = `SELECT p.id, p.org_id, p.project_id, p.name, p.size, p.fill_rate_per_minute, p.timeout_seconds, p.headless,
+    p.stealth, p.kiosk_mode, p.start_url, p.proxy_id, p.profile_id, p.refresh_on_profile_update, p.viewport_width,
+    p.viewport_height, p.viewport_refresh_rate, p.chrome_policy, p.telemetry, p.config, p.generation, p.created_at,
+    p.updated_at, p.deleted_at, 0 AS available_count, 0 AS acquired_count
+  FROM browser_pools p`;
+
+const nameKey = (name: string | null) => (name === null ? null : foldName(name));
+
+export async function insertPool(db: Queryable, scope: PoolScope, pool: { id: string; name: string | null; settings: PoolSettings; now: Date }): Promise<void> {
+  const s = pool.settings;
+  await db.query(
+    `INSERT INTO browser_pools (id, org_id, project_id, name, name_key, size, fill_rate_per_minute, timeout_seconds, headless,
+        stealth, kiosk_mode, start_url, proxy_id, profile_id, refresh_on_profile_update, viewport_width, viewport_height,
+        viewport_refresh_rate, chrome_policy, telemetry, config, created_at, updated_at)
+      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $22)`,
+    [
+      pool.id,
+      scope.orgId,
+      scope.projectId,
+      pool.name,
+      nameKey(pool.name),
+      s.size,
+      s.fillRatePerMinute,
+      s.timeoutSeconds,
+      s.headless,
+      s.stealth,
+      s.kioskMode,
+      s.startUrl,
+      s.proxyId,
+      s.profileId,
+      s.refreshOnProfileUpdate,
+      s.viewport.width,
+      s.viewport.height,
+      s.viewport.refresh_rate,
+      JSON.stringify(s.chromePolicy),
+      s.telemetry === null ? null : JSON.stringify(s.telemetry),
+      JSON.stringify(s.config),
+      pool.now,
+    ],
+  );
+}
+
+/**
+ * Replaces a pool's configuration. `generation` moves when anything a browser is made
+ * with changed (not size, fill rate or name), so warm browsers of the old one get rebuilt.
+ */
+export async function updatePool(
+  db: Queryable,
+  id: string,
+  change: { name: string | null; settings: PoolSettings; browsersChanged: boolean; now: Date },
+): Promise<void> {
+  const s = change.settings;
+  await db.query(
+    `UPDATE browser_pools SET name = $2, name_key = $3, size = $4, fill_rate_per_minute = $5, timeout_seconds = $6, headless = $7,
+        stealth = $8, kiosk_mode = $9, start_url = $10, proxy_id = $11, profile_id = $12, refresh_on_profile_update = $13,
+        viewport_width = $14, viewport_height = $15, viewport_refresh_rate = $16, chrome_policy = $17, telemetry = $18,
+        config = $19, generation = generation + CASE WHEN $20 THEN 1 ELSE 0 END, updated_at = $21
+      WHERE id = $1`,
+    [
+      id,
+      change.name,
+      nameKey(change.name),
+      s.size,
+      s.fillRatePerMinute,
+      s.timeoutSeconds,
+      s.headless,
+      s.stealth,
+      s.kioskMode,
+      s.startUrl,
+      s.proxyId,
+      s.profileId,
+      s.refreshOnProfileUpdate,
+      s.viewport.width,
+      s.viewport.height,
+      s.viewport.refresh_rate,
+      JSON.stringify(s.chromePolicy),
+      s.telemetry === null ? null : JSON.stringify(s.telemetry),
+      JSON.stringify(s.config),
+      change.browsersChanged,
+      change.now,
+    ],
+  );
+}
+
+/** A live pool of the project by id, else by (folded) name; `lock` takes it FOR UPDATE. */
+export async function findPool(db: Queryable, scope: PoolScope, idOrName: string, options: { lock?: boolean } = {}): Promise<PoolRow | undefined> {
+  const { rows } = await db.query<PoolRow>(
+    `${SELECT} WHERE p.org_id = $1 AND p.project_id = $2 AND p.deleted_at IS NULL AND (p.id = $3 OR p.name_key = $4)
+      ORDER BY (p.id = $3) DESC LIMIT 1 ${options.lock ? 'FOR UPDATE OF p' : ''}`,
+    [scope.orgId, scope.projectId, idOrName, foldName(idOrName)],
+  );
+  return rows[0];
+}
+
+/** Sum of the sizes of the project's live pools, except `exceptId`. */
+export async function pooledSize(db: Queryable, scope: PoolScope, exceptId: string | null = null): Promise<number> {
+  const { rows } = await db.query<{ total: string }>(
+    `SELECT coalesce(sum(size), 0) AS total FROM browser_pools
+      WHERE org_id = $1 AND project_id = $2 AND deleted_at IS NULL AND ($3::text IS NULL OR id <> $3)`,
+    [scope.orgId, scope.projectId, exceptId],
+  );
+  return Number(rows[0]!.total);
+}
+
+export interface PoolFilter {
+  name?: string | undefined;
+  query?: string | undefined;
+  limit: number;
+  offset: number;
+}
+
+/** Newest first; limit + 1 rows so the page knows whether more follow. */
+export async function listPools(db: Queryable, scope: PoolScope, filter: PoolFilter): Promise<PoolRow[]> {
+  const { rows } = await db.query<PoolRow>(
+    `${SELECT}
+      WHERE p.org_id = $1 AND p.project_id = $2 AND p.deleted_at IS NULL
+        AND ($3::text IS NULL OR p.name_key = $3)
+        AND ($4::text IS NULL OR p.name_key LIKE '%' || $4 || '%' ESCAPE '\\' OR p.id = $5)
+      ORDER BY p.created_at DESC, p.seq DESC
+      LIMIT $6 OFFSET $7`,
+    [
+      scope.orgId,
+      scope.projectId,
+      filter.name === undefined ? null : foldName(filter.name),
+      filter.query === undefined ? null : escapeLike(foldName(filter.query)),
+      filter.query ?? null,
+      filter.limit + 1,
+      filter.offset,
+    ],
+  );
+  return rows;
+}
+
+export async function markPoolDeleted(db: Queryable, id: string, now: Date): Promise<void> {
+  await db.query('UPDATE browser_pools SET deleted_at = $2, updated_at = $2 WHERE id = $1 AND deleted_at IS NULL', [id, now]);
+}
