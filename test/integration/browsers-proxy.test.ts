@@ -119,9 +119,9 @@ describe('a session with proxy_id', () => {
     const seenA = proxyA.credentialsSeen.length;
     expect(await callerOf(page)).toBe('127.0.0.3');
     expect(proxyA.credentialsSeen.slice(seenA)).toContain(`${A.username}:${A.password}`);
-    const forwarded = proxyA.forwarded;
+    // The check server saw the browser itself, not a proxy. (Proxy A's request count is no
+    // proof either way: Chromium fetches favicons and the like in the background.)
     expect(await callerOf(page, bypassed.url)).not.toMatch(/^127\.0\.0\.[34]$/);
-    expect(proxyA.forwarded).toBe(forwarded);
     expect(await openSocket(page)).toBe('127.0.0.3');
     const logBefore = await agentLog(id);
 
@@ -142,9 +142,7 @@ describe('a session with proxy_id', () => {
     const removed = await http.patch(`/browsers/${id}`, { proxy_id: '' });
     expect(removed.status, removed.text).toBe(200);
     expect(removed.body.proxy_id).toBeUndefined();
-    const viaB = proxyB.forwarded;
     expect(await callerOf(page)).not.toMatch(/^127\.0\.0\.[34]$/);
-    expect(proxyB.forwarded).toBe(viaB);
 
     const logs = `${log.text()}\n${logBefore}\n${await agentLog(id)}`;
     for (const secret of [A.password, B.password, Buffer.from(`${A.username}:${A.password}`).toString('base64')]) expect(logs).not.toContain(secret);
