@@ -65,38 +65,51 @@ const SELECT = `SELECT p.id, p.org_id, p.project_id, p.name, p.size, p.fill_rate
 
 const nameKey = (name: string | null) => (name === null ? null : foldName(name));
 
+/** The settings columns, in SETTINGS_COLUMNS order, as query parameters. */
+function settingsValues(s: PoolSettings): unknown[] {
+  return [
+    s.size,
+    s.fillRatePerMinute,
+    s.timeoutSeconds,
+    s.headless,
+    s.stealth,
+    s.kioskMode,
+    s.startUrl,
+    s.proxyId,
+    s.profileId,
+    s.refreshOnProfileUpdate,
+    s.viewport.width,
+    s.viewport.height,
+    s.viewport.refresh_rate,
+    JSON.stringify(s.chromePolicy),
+    s.telemetry === null ? null : JSON.stringify(s.telemetry),
+    JSON.stringify(s.config),
+  ];
+}
+
+const SETTINGS_COLUMNS = [
+  'size',
+  'fill_rate_per_minute',
+  'timeout_seconds',
+  'headless',
+  'stealth',
+  'kiosk_mode',
+  'start_url',
+  'proxy_id',
+  'profile_id',
+  'refresh_on_profile_update',
+  'viewport_width',
+  'viewport_height',
+  'viewport_refresh_rate',
+  'chrome_policy',
+  'telemetry',
+  'config',
+];
+
 export async function insertPool(db: Queryable, scope: PoolScope, pool: { id: string; name: string | null; settings: PoolSettings; now: Date }): Promise<void> {
-  const s = pool.settings;
-  await db.query(
-    `INSERT INTO browser_pools (id, org_id, project_id, name, name_key, size, fill_rate_per_minute, timeout_seconds, headless,
-        stealth, kiosk_mode, start_url, proxy_id, profile_id, refresh_on_profile_update, viewport_width, viewport_height,
-        viewport_refresh_rate, chrome_policy, telemetry, config, created_at, updated_at)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $22)`,
-    [
-      pool.id,
-      scope.orgId,
-      scope.projectId,
-      pool.name,
-      nameKey(pool.name),
-      s.size,
-      s.fillRatePerMinute,
-      s.timeoutSeconds,
-      s.headless,
-      s.stealth,
-      s.kioskMode,
-      s.startUrl,
-      s.proxyId,
-      s.profileId,
-      s.refreshOnProfileUpdate,
-      s.viewport.width,
-      s.viewport.height,
-      s.viewport.refresh_rate,
-      JSON.stringify(s.chromePolicy),
-      s.telemetry === null ? null : JSON.stringify(s.telemetry),
-      JSON.stringify(s.config),
-      pool.now,
-    ],
-  );
+  const columns = ['id', 'org_id', 'project_id', 'name', 'name_key', ...SETTINGS_COLUMNS, 'created_at', 'updated_at'];
+  const values = [pool.id, scope.orgId, scope.projectId, pool.name, nameKey(pool.name), ...settingsValues(pool.settings), pool.now, pool.now];
+  await db.query(`INSERT INTO browser_pools (${columns.join(', ')}) VALUES (${values.map((_, i) => `$${i + 1}`).join(', ')})`, values);
 }
 
 /**
@@ -108,36 +121,12 @@ export async function updatePool(
   id: string,
   change: { name: string | null; settings: PoolSettings; browsersChanged: boolean; now: Date },
 ): Promise<void> {
-  const s = change.settings;
+  const assignments = SETTINGS_COLUMNS.map((column, i) => `${column} = $${i + 6}`).join(', ');
   await db.query(
-    `UPDATE browser_pools SET name = $2, name_key = $3, size = $4, fill_rate_per_minute = $5, timeout_seconds = $6, headless = $7,
-        stealth = $8, kiosk_mode = $9, start_url = $10, proxy_id = $11, profile_id = $12, refresh_on_profile_update = $13,
-        viewport_width = $14, viewport_height = $15, viewport_refresh_rate = $16, chrome_policy = $17, telemetry = $18,
-        config = $19, generation = generation + CASE WHEN $20 THEN 1 ELSE 0 END, updated_at = $21
+    `UPDATE browser_pools SET name = $2, name_key = $3, ${assignments},
+        generation = generation + CASE WHEN $4 THEN 1 ELSE 0 END, updated_at = $5
       WHERE id = $1`,
-    [
-      id,
-      change.name,
-      nameKey(change.name),
-      s.size,
-      s.fillRatePerMinute,
-      s.timeoutSeconds,
-      s.headless,
-      s.stealth,
-      s.kioskMode,
-      s.startUrl,
-      s.proxyId,
-      s.profileId,
-      s.refreshOnProfileUpdate,
-      s.viewport.width,
-      s.viewport.height,
-      s.viewport.refresh_rate,
-      JSON.stringify(s.chromePolicy),
-      s.telemetry === null ? null : JSON.stringify(s.telemetry),
-      JSON.stringify(s.config),
-      change.browsersChanged,
-      change.now,
-    ],
+    [id, change.name, nameKey(change.name), change.browsersChanged, change.now, ...settingsValues(change.settings)],
   );
 }
 
