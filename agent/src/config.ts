@@ -82,6 +82,17 @@ export type StandbyConfig = Omit<AgentConfig, 'spec' | 'workDir'>;
 /** AGENT_STANDBY=1: start without a spec and wait to be claimed (see standby.ts). */
 export const isStandby = (env: NodeJS.ProcessEnv) => env.AGENT_STANDBY === '1';
 
+/**
+ * The secret a standby agent's claim must carry (AGENT_STANDBY_TOKEN). Claiming one
+ * chooses the spec and the work dir of a process that runs as root in embedded mode, so
+ * another local user must not be able to.
+ */
+export function parseStandbyToken(env: NodeJS.ProcessEnv): string {
+  const token = env.AGENT_STANDBY_TOKEN ?? '';
+  if (!/^[A-Za-z0-9_-]{32,256}$/.test(token)) fail('AGENT_STANDBY_TOKEN (32 to 256 URL-safe characters) is required with AGENT_STANDBY=1');
+  return token;
+}
+
 export function parseStandbyConfig(env: NodeJS.ProcessEnv): StandbyConfig {
   const chromiumUser = env.AGENT_CHROMIUM_USER || 'browserplane';
   if (!/^[a-z_][a-z0-9_-]*$/.test(chromiumUser)) fail('AGENT_CHROMIUM_USER is not a valid user name');

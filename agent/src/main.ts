@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import type { BrowserAgent } from './agent.js';
-import { isStandby, parseAgentConfig, parseStandbyConfig, type AgentConfig, type StandbyConfig } from './config.js';
+import { isStandby, parseAgentConfig, parseStandbyConfig, parseStandbyToken, type AgentConfig, type StandbyConfig } from './config.js';
 import { createAgentLogger } from './logger.js';
 
 /** Exit codes the runtime reads (the same as agent.ts's EXIT, without loading it here). */
@@ -14,9 +14,11 @@ const START_FAILED = 1;
  */
 async function main(): Promise<void> {
   let config: AgentConfig | StandbyConfig;
+  let standbyToken = '';
   const standby = isStandby(process.env);
   try {
     config = standby ? parseStandbyConfig(process.env) : parseAgentConfig(process.env);
+    if (standby) standbyToken = parseStandbyToken(process.env);
   } catch (error) {
     process.stderr.write(`invalid agent configuration: ${error instanceof Error ? error.message : String(error)}\n`);
     process.exit(BAD_CONFIG);
@@ -38,7 +40,7 @@ async function main(): Promise<void> {
   if (standby) {
     const { runStandby } = await import('./standby.js');
     agent = (
-      await runStandby(config, log, (id) => (browserId = id), exit).catch((error: unknown) => {
+      await runStandby(config, standbyToken, log, (id) => (browserId = id), exit).catch((error: unknown) => {
         fatal(error);
         throw error;
       })

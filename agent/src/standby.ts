@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
@@ -9,9 +10,12 @@ import { parseLaunchSpec, type StandbyConfig } from './config.js';
  * loading take 150-200 ms before an agent can even spawn Chromium, a third of a create
  * on this machine; a runtime keeps one agent ready in standby, so a create pays only for
  * Chromium. The standby loads every module of the launch path, listens on its port and
- * answers GET /health with status "standby"; POST /start {spec, workDir} claims it: it
- * answers 202, closes its standby server and starts exactly like an agent started with
- * AGENT_SPEC, on the same port.
+ * answers GET /health with status "standby"; POST /start {spec, workDir} with
+ * `Authorization: Bearer <AGENT_STANDBY_TOKEN>` claims it: it answers 202, closes its
+ * standby server and starts exactly like an agent started with AGENT_SPEC, on the same
+ * port. The token matters: in embedded mode the agent runs as root and the claim names
+ * the work dir it prepares (and hands to the browser user), so only the runtime that
+ * started it, which alone knows the token, may claim it.
  *
  * Nobody else will claim a standby whose runtime is gone, so it exits when its parent
  * process (AGENT_PARENT_PID, else the parent at start) is no longer its parent (the
@@ -27,6 +31,7 @@ export interface Claimed {
 
 export async function runStandby(
   config: StandbyConfig,
+  token: string,
   log: Logger,
   onClaim: (browserId: string) => void,
   exit: (code: number) => void,
@@ -59,6 +64,9 @@ export async function runStandby(
         return send(response, 200, { status: claimed ? 'starting' : 'standby', browser_id: null, browser: null, connections: 0, idle_since: null });
       }
       if (request.method === 'POST' && path === '/start' && !claimed) {
+        if (!bearerMatches(request.headers.authorization, token)) {
+          return send(response, 401, { code: 'unauthorized', message: 'claiming a standby agent needs its token' });
+        }
         void readBody(request).then((body) => {
           let spec;
           let workDir: unknown;
@@ -118,4 +126,11 @@ function send(response: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
   response.end(text);
+}
+
+/** Constant-time comparison of `Authorization: Bearer <token>` (hashed first, so lengths never leak). */
+function bearerMatches(header: string | undefined, token: string): boolean {
+  const given = /^Bearer (\S+)$/.exec(header ?? '')?.[1] ?? '';
+  const digest = (value: string) => createHash('sha256').update(value).digest();
+  return timingSafeEqual(digest(given), digest(token));
 }

@@ -118,13 +118,19 @@ describe('the local runtime with a standby agent', () => {
 });
 
 describe('a standby agent', () => {
-  it('refuses a start without a valid spec and stays claimable', async () => {
+  it('refuses a claim without its token or without a valid spec, and stays claimable', async () => {
     const port = await freePort();
-    const child = await spawnAgent({ agentEntry, port, logFile: path.join(scratch, 'standby-bad.log'), logLevel: 'info' });
+    const token = 'standby-token-'.padEnd(40, 'x');
+    const child = await spawnAgent({ agentEntry, port, standbyToken: token, logFile: path.join(scratch, 'standby-bad.log'), logLevel: 'info' });
     try {
       const url = `http://127.0.0.1:${port}`;
       await until('standby', async () => ((await fetchHealth(url, 500))?.status === 'standby' ? true : undefined));
-      const bad = await fetch(`${url}/start`, { method: 'POST', body: JSON.stringify({ spec: { browserId: '../x' } }) });
+      const body = JSON.stringify({ spec: { browserId: 'claimed-by-a-stranger' }, workDir: path.join(scratch, 'stranger') });
+      for (const authorization of [undefined, 'Bearer wrong', `Bearer ${token}x`, token]) {
+        const refused = await fetch(`${url}/start`, { method: 'POST', body, headers: authorization ? { authorization } : {} });
+        expect(refused.status, authorization).toBe(401);
+      }
+      const bad = await fetch(`${url}/start`, { method: 'POST', body: JSON.stringify({ spec: { browserId: '../x' } }), headers: { authorization: `Bearer ${token}` } });
       expect(bad.status).toBe(400);
       expect(((await bad.json()) as { message: string }).message).toContain('browserId');
       expect((await fetchHealth(url, 500))?.status).toBe('standby');
@@ -134,12 +140,20 @@ describe('a standby agent', () => {
     }
   }, 30_000);
 
+  it('will not start without a token (exit 2)', async () => {
+    const child = spawn(process.execPath, [agentEntry], { env: { PATH: process.env.PATH, AGENT_STANDBY: '1' }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(2);
+    expect(stderr).toContain('AGENT_STANDBY_TOKEN');
+  });
+
   it('exits by itself when the process that started it is gone', async () => {
     // A parent that starts a standby agent, prints its pid and exits at once.
     const script = `
       import { spawn } from 'node:child_process';
       const child = spawn(process.execPath, [${JSON.stringify(agentEntry)}], {
-        detached: true, stdio: 'ignore', env: { ...process.env, AGENT_STANDBY: '1', AGENT_PORT: '0', AGENT_PARENT_PID: String(process.pid) },
+        detached: true, stdio: 'ignore', env: { ...process.env, AGENT_STANDBY: '1', AGENT_PORT: '0', AGENT_PARENT_PID: String(process.pid), AGENT_STANDBY_TOKEN: 'x'.repeat(32) },
       });
       child.unref();
       console.log(child.pid);`;

@@ -49,6 +49,8 @@ export const AGENT_NODE_FLAGS = ['--single-threaded', '--optimize-for-size'];
 export async function spawnAgent(options: {
   agentEntry: string;
   spec?: BrowserLaunchSpec;
+  /** For a standby agent (no spec): the secret its claim must carry. */
+  standbyToken?: string;
   port: number;
   workDir?: string;
   logFile: string;
@@ -61,7 +63,9 @@ export async function spawnAgent(options: {
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
       LANG: process.env.LANG ?? 'C.UTF-8',
-      ...(options.spec ? { AGENT_SPEC: JSON.stringify(options.spec) } : { AGENT_STANDBY: '1', AGENT_PARENT_PID: String(process.pid) }),
+      ...(options.spec
+        ? { AGENT_SPEC: JSON.stringify(options.spec) }
+        : { AGENT_STANDBY: '1', AGENT_PARENT_PID: String(process.pid), AGENT_STANDBY_TOKEN: options.standbyToken ?? '' }),
       AGENT_HOST: '127.0.0.1',
       AGENT_PORT: String(options.port),
       ...(options.workDir ? { AGENT_WORK_DIR: options.workDir } : {}),
@@ -92,11 +96,11 @@ export async function fetchHealth(agentUrl: string, timeoutMs: number): Promise<
 }
 
 /** Claims a standby agent for `spec`; false when it did not take it (then it should be killed). */
-export async function claimStandbyAgent(agentUrl: string, spec: BrowserLaunchSpec, workDir: string): Promise<boolean> {
+export async function claimStandbyAgent(agentUrl: string, token: string, spec: BrowserLaunchSpec, workDir: string): Promise<boolean> {
   try {
     const response = await fetch(`${agentUrl}/start`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
       body: JSON.stringify({ spec, workDir }),
       signal: AbortSignal.timeout(2000),
     });

@@ -84,6 +84,8 @@ interface Standby {
   child: ChildProcess;
   agentUrl: string;
   logFile: string;
+  /** The secret its claim carries. */
+  token: string;
   /** True once it answers GET /health as a standby. */
   ready: Promise<boolean>;
 }
@@ -154,9 +156,10 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
         await records.ensureDir();
         const port = await freePort();
         const logFile = path.join(options.stateDir, `standby-${randomBytes(6).toString('hex')}.log`);
-        const child = await spawnAgent({ agentEntry, port, logFile, chromePath: options.chromePath, logLevel: options.agentLogLevel ?? 'info' });
+        const token = randomBytes(32).toString('base64url');
+        const child = await spawnAgent({ agentEntry, port, logFile, standbyToken: token, chromePath: options.chromePath, logLevel: options.agentLogLevel ?? 'info' });
         const agentUrl = `http://127.0.0.1:${port}`;
-        const standby: Standby = { child, agentUrl, logFile, ready: waitForStandby(child, agentUrl) };
+        const standby: Standby = { child, agentUrl, logFile, token, ready: waitForStandby(child, agentUrl) };
         child.once('exit', () => {
           const index = standbys.indexOf(standby);
           if (index >= 0) standbys.splice(index, 1);
@@ -196,7 +199,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
   async function claimStandby(spec: BrowserLaunchSpec, workDir: string): Promise<Standby | undefined> {
     const standby = standbys.shift();
     if (!standby) return undefined;
-    if ((await standby.ready) && (await claimStandbyAgent(standby.agentUrl, spec, workDir))) return standby;
+    if ((await standby.ready) && (await claimStandbyAgent(standby.agentUrl, standby.token, spec, workDir))) return standby;
     log.warn({ agent_pid: standby.child.pid }, 'a standby agent could not be claimed; starting a new one');
     stopStandby(standby);
     return undefined;
