@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { CdpBridge } from './cdp-bridge.js';
 import type { RunningChromium } from './chromium.js';
 import { handleComputerRequest } from './computer/routes.js';
+import { sendJson } from './http-json.js';
 import type { ConnectionTracker } from './connections.js';
 
 /**
@@ -146,10 +147,4 @@ async function readJson(request: IncomingMessage): Promise<Record<string, unknow
   } catch {
     return {};
   }
-}
-
-function sendJson(response: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  response.end(text);
 }

@@ -1,9 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import http, { type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { BrowserAgent } from './agent.js';
 import { parseLaunchSpec, type StandbyConfig } from './config.js';
+import { sendJson } from './http-json.js';
 
 /**
  * Standby mode (AGENT_STANDBY=1, no AGENT_SPEC). Node's start and the agent's module
@@ -61,11 +62,11 @@ export async function runStandby(
     const server = http.createServer((request, response) => {
       const path = new URL(request.url ?? '/', 'http://agent').pathname;
       if (request.method === 'GET' && path === '/health') {
-        return send(response, 200, { status: claimed ? 'starting' : 'standby', browser_id: null, browser: null, connections: 0, idle_since: null });
+        return sendJson(response, 200, { status: claimed ? 'starting' : 'standby', browser_id: null, browser: null, connections: 0, idle_since: null });
       }
       if (request.method === 'POST' && path === '/start' && !claimed) {
         if (!bearerMatches(request.headers.authorization, token)) {
-          return send(response, 401, { code: 'unauthorized', message: 'claiming a standby agent needs its token' });
+          return sendJson(response, 401, { code: 'unauthorized', message: 'claiming a standby agent needs its token' });
         }
         void readBody(request).then((body) => {
           let spec;
@@ -76,7 +77,7 @@ export async function runStandby(
             workDir = parsed.workDir;
             if (workDir !== undefined && typeof workDir !== 'string') throw new Error('workDir must be a string');
           } catch (error) {
-            return send(response, 400, { code: 'invalid_spec', message: error instanceof Error ? error.message : String(error) });
+            return sendJson(response, 400, { code: 'invalid_spec', message: error instanceof Error ? error.message : String(error) });
           }
           claimed = true;
           clearInterval(watchdog);
@@ -91,11 +92,11 @@ export async function runStandby(
             });
             server.closeAllConnections();
           });
-          send(response, 202, { status: 'starting' });
-        }, () => send(response, 400, { code: 'invalid_spec', message: 'the body could not be read' }));
+          sendJson(response, 202, { status: 'starting' });
+        }, () => sendJson(response, 400, { code: 'invalid_spec', message: 'the body could not be read' }));
         return;
       }
-      send(response, claimed ? 503 : 404, { code: claimed ? 'not_ready' : 'route_not_found', message: claimed ? 'browser not ready' : `no route for ${request.method} ${path}` });
+      sendJson(response, claimed ? 503 : 404, { code: claimed ? 'not_ready' : 'route_not_found', message: claimed ? 'browser not ready' : `no route for ${request.method} ${path}` });
     });
     server.once('error', (error) => {
       clearInterval(watchdog);
@@ -122,11 +123,6 @@ function readBody(request: IncomingMessage): Promise<string> {
   });
 }
 
-function send(response: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  response.end(text);
-}
 
 /** Constant-time comparison of `Authorization: Bearer <token>` (hashed first, so lengths never leak). */
 function bearerMatches(header: string | undefined, token: string): boolean {

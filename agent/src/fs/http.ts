@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
+import { sendJson } from '../http-json.js';
 import type { AgentState } from '../server.js';
 import { canonicalPath } from './confine.js';
 import { FsError, fromErrno } from './errors.js';
@@ -165,10 +166,4 @@ async function readJson(request: IncomingMessage): Promise<Record<string, unknow
     // reported below
   }
   throw new FsError(400, 'invalid_json', 'the body must be a JSON object');
-}
-
-function sendJson(response: ServerResponse, status: number, body: unknown): void {
-  const text = JSON.stringify(body);
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-  response.end(text);
 }

@@ -56,11 +56,7 @@ async function enforceSizeCaps(deps: Deps, db: Queryable, scope: PoolScope, size
   if (projectCap !== null && others + size > projectCap) {
     throw sizeLimit(`The project's pools may hold ${projectCap} browsers together; ${others} are taken by its other pools`, 'max_pooled_sessions', projectCap, others);
   }
-  const { rows } = await db.query<{ total: string }>(
-    `SELECT coalesce(sum(size), 0) AS total FROM browser_pools WHERE org_id = $1 AND deleted_at IS NULL AND ($2::text IS NULL OR id <> $2)`,
-    [scope.orgId, exceptId],
-  );
-  const orgOthers = Number(rows[0]!.total);
+  const orgOthers = await pooledSize(db, { orgId: scope.orgId, projectId: null }, exceptId);
   const orgCap = deps.settings.orgMaxConcurrentSessions;
   if (orgOthers + size > orgCap) {
     throw sizeLimit(`The organisation's pools may hold ${orgCap} browsers together; ${orgOthers} are taken by other pools`, 'org_max_concurrent_sessions', orgCap, orgOthers);

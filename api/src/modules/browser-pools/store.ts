@@ -140,12 +140,12 @@ export async function findPool(db: Queryable, scope: PoolScope, idOrName: string
   return rows[0];
 }
 
-/** Sum of the sizes of the project's live pools, except `exceptId`. */
-export async function pooledSize(db: Queryable, scope: PoolScope, exceptId: string | null = null): Promise<number> {
+/** Sum of the sizes of live pools of the org, or of one project when `projectId` is given, except `exceptId`. */
+export async function pooledSize(db: Queryable, where: { orgId: string; projectId: string | null }, exceptId: string | null): Promise<number> {
   const { rows } = await db.query<{ total: string }>(
     `SELECT coalesce(sum(size), 0) AS total FROM browser_pools
-      WHERE org_id = $1 AND project_id = $2 AND deleted_at IS NULL AND ($3::text IS NULL OR id <> $3)`,
-    [scope.orgId, scope.projectId, exceptId],
+      WHERE org_id = $1 AND ($2::text IS NULL OR project_id = $2) AND deleted_at IS NULL AND ($3::text IS NULL OR id <> $3)`,
+    [where.orgId, where.projectId, exceptId],
   );
   return Number(rows[0]!.total);
 }

@@ -1,6 +1,6 @@
 import type { AppDeps } from '../../app-deps.js';
-import { DELETE_REASONS, TERMINATE_GRACE_MS } from './service.js';
-import { listLiveSessions, markDeleted } from './store.js';
+import { DELETE_REASONS, endSession, TERMINATE_GRACE_MS } from './service.js';
+import { listLiveSessions, type SessionRow } from './store.js';
 
 export interface AdoptionReport {
   /** Running sessions whose browser still runs: they carry on. */
@@ -28,19 +28,18 @@ export async function adoptBrowsersAtStart(deps: AppDeps): Promise<AdoptionRepor
   const log = deps.log.child({ component: 'browser-adoption' });
   const observed = new Map((await deps.runtime.list()).map((b) => [b.browserId, b]));
   const report: AdoptionReport = { adopted: 0, ended: 0, orphans: 0 };
-  const end = async (id: string, reason: string) => {
-    await deps.runtime.terminate(id, { graceMs: TERMINATE_GRACE_MS });
-    if (await markDeleted(deps.db, id, reason, deps.clock.now())) report.ended += 1;
-    log.warn({ sessionId: id, reason }, `browser session ended at start-up: ${reason}`);
+  const end = async (row: SessionRow, reason: string) => {
+    if (await endSession(deps, row, reason)) report.ended += 1;
+    log.warn({ sessionId: row.id, reason }, `browser session ended at start-up: ${reason}`);
   };
   for (const row of await listLiveSessions(deps.db)) {
     const browser = observed.get(row.id);
     observed.delete(row.id);
-    if (row.phase === 'starting') await end(row.id, DELETE_REASONS.interrupted);
+    if (row.phase === 'starting') await end(row, DELETE_REASONS.interrupted);
     else if (browser?.phase === 'Ready') {
       report.adopted += 1;
       log.info({ sessionId: row.id }, 'browser session re-adopted');
-    } else await end(row.id, browser?.phase === 'Failed' ? DELETE_REASONS.crashed : DELETE_REASONS.gone);
+    } else await end(row, browser?.phase === 'Failed' ? DELETE_REASONS.crashed : DELETE_REASONS.gone);
   }
   for (const id of observed.keys()) {
     await deps.runtime.terminate(id, { graceMs: TERMINATE_GRACE_MS });

@@ -38,13 +38,23 @@ export interface CdpTokens {
   verify(sessionId: string, token: string, purpose?: TokenPurpose): Promise<TokenCheck>;
 }
 
+/**
+ * The signing key, loaded once per database pool: every CdpTokens instance of an app (the
+ * routes, the WebSocket proxy, the live view, profile archives, each create with a
+ * profile) shares it instead of reading it again.
+ */
+const keys = new WeakMap<object, Promise<Buffer>>();
+
 export function createCdpTokens(deps: Pick<AppDeps, 'db' | 'sealer' | 'clock'>): CdpTokens {
-  let key: Promise<Buffer> | undefined;
   const loadKey = () => {
-    key ??= loadOrCreateKey(deps).catch((error: unknown) => {
-      key = undefined;
-      throw error;
-    });
+    let key = keys.get(deps.db);
+    if (!key) {
+      key = loadOrCreateKey(deps).catch((error: unknown) => {
+        keys.delete(deps.db);
+        throw error;
+      });
+      keys.set(deps.db, key);
+    }
     return key;
   };
   const sign = (k: Buffer, purpose: TokenPurpose, sessionId: string, expiry: number) =>
