@@ -14,6 +14,8 @@ import { preparePolicy, type PolicyLaunch } from './policy.js';
 import { ProxyForwarder } from './proxy.js';
 import { prepareStealth } from './stealth.js';
 import type { AgentPhase, LiveSettings } from './server.js';
+import { captureCookies, resetBrowser, type CdpCookie, type ResetRequest } from './reset.js';
+import type { BrowserResetReport } from '../../operator/src/ports/browser-runtime.js';
 import type { ProfileTarget } from './profile.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
 
@@ -48,6 +50,10 @@ export class BrowserAgent {
   private readonly startAborted = new AbortController();
   private readonly connections = new ConnectionTracker();
   private lastHealthPoll = Date.now();
+  /** The cookies a reset puts back (see reset.ts); undefined when they could not be read. */
+  private cookieBaseline: Promise<CdpCookie[] | undefined> = Promise.resolve(undefined);
+  /** Resets run one after the other. */
+  private resetting: Promise<unknown> = Promise.resolve();
   private orphanTimer?: NodeJS.Timeout;
 
   constructor(
@@ -81,6 +87,10 @@ export class BrowserAgent {
     await Promise.all([listening, launched.catch(() => undefined)]);
     await listening;
     const chromium = await launched;
+    // Off the launch path (Chromium answers slowly while it starts: 100-300 ms here), but
+    // before any client: clients wait for it, so none has changed a cookie yet.
+    this.cookieBaseline = this.captureCookieBaseline(chromium);
+    this.connections.admitAfter(this.cookieBaseline);
     this.chromium = chromium;
     if (this.stopping) return;
     this.phase = 'ready';
@@ -142,6 +152,7 @@ export class BrowserAgent {
         bridge,
         connections: this.connections,
         applySettings: (settings) => this.applySettings(settings),
+        reset: (request) => this.reset(request),
         healthPolled: () => (this.lastHealthPoll = Date.now()),
         requestShutdown: (reason, graceMs) => void this.shutdown(reason, graceMs),
       },
@@ -183,6 +194,35 @@ export class BrowserAgent {
     if (!this.chromium) throw new Error('the browser is not running');
     const { applyViewport } = await import('./live/viewport.js');
     await applyViewport(this.chromium, viewport, this.log);
+  }
+
+  /**
+   * A fresh user-data dir holds no cookies, so only a browser with a profile asks Chromium.
+   * Unreadable cookies do not fail the launch: a reset then refuses, and the pool replaces
+   * the browser instead of reusing it.
+   */
+  private async captureCookieBaseline(chromium: RunningChromium): Promise<CdpCookie[] | undefined> {
+    if (!this.config.spec.profile) return [];
+    try {
+      return await captureCookies(chromium);
+    } catch (error) {
+      this.log.error({ err: error }, 'could not read the cookies the profile brought: this browser cannot be reset');
+      return undefined;
+    }
+  }
+
+  /** POST /reset (a pool release): see reset.ts. Refused unless the browser is ready. */
+  private reset(request: ResetRequest): Promise<BrowserResetReport> {
+    const run = this.resetting.then(async () => {
+      if (this.phase !== 'ready' || !this.chromium) {
+        this.log.warn({ phase: this.phase }, 'reset refused: the browser is not ready');
+        throw new Error(`the browser cannot be reset while it is ${this.phase}`);
+      }
+      const cookieBaseline = await this.cookieBaseline;
+      return resetBrowser({ chromium: this.chromium, connections: this.connections, cookieBaseline, log: this.log }, request);
+    });
+    this.resetting = run.catch(() => undefined);
+    return run;
   }
 
   /** x11vnc (started by the first live view client) goes before its display; its viewers see the connection close. */

@@ -49,7 +49,11 @@ export class CdpBridge {
   private pipe(client: WebSocket, upstream: WebSocket): void {
     const pair = { client, upstream };
     this.pairs.add(pair);
-    const release = this.tracker.opened('cdp');
+    // Upstream at once: the client must not reach Chromium again once asked to leave.
+    const release = this.tracker.opened('cdp', () => {
+      client.close(1001, 'the browser was reset for its next holder');
+      upstream.terminate();
+    });
     this.log.info({ connections: this.pairs.size }, 'CDP client connected');
     const forward = (to: WebSocket) => (data: RawData, isBinary: boolean) => {
       if (to.readyState === WebSocket.OPEN) to.send(data, { binary: isBinary });

@@ -6,12 +6,14 @@ import type { RunningChromium } from './chromium.js';
 import { handleComputerRequest } from './computer/routes.js';
 import { sendJson } from './http-json.js';
 import type { ConnectionTracker } from './connections.js';
+import type { BrowserResetReport } from '../../operator/src/ports/browser-runtime.js';
+import type { ResetRequest } from './reset.js';
 
 /**
  * The agent's one port: health, Chromium's /json/version with the WebSocket URL pointing
  * back at the agent, the WebSockets (CDP on /cdp, WebDriver BiDi on /webdriver, live view
  * as VNC on /vnc), fs and computer routes, POST /settings for settings changed on a
- * running browser, and POST /shutdown for the runtime.
+ * running browser, POST /reset for a pool release, and POST /shutdown for the runtime.
  */
 
 export const CDP_PATH = '/cdp';
@@ -47,6 +49,8 @@ export interface AgentState {
   healthPolled: () => void;
   /** Applies settings changed on the running browser; rejects with a message a person can read. */
   applySettings: (settings: LiveSettings) => Promise<void>;
+  /** Makes the browser fit for its next holder (POST /reset, see reset.ts); rejects with why it could not. */
+  reset: (request: ResetRequest) => Promise<BrowserResetReport>;
   /** Starts the shutdown; `graceMs` overrides the configured grace period for Chromium. */
   requestShutdown: (reason: string, graceMs?: number) => void;
 }
@@ -63,22 +67,34 @@ export function createAgentServer(state: AgentState, log: Logger): http.Server {
     // Nothing else listens for the raw socket's errors until a handler takes it over (and
     // a handler may load lazily): a client reset must not become an unhandled 'error'.
     socket.on('error', () => socket.destroy());
-    const path = new URL(request.url ?? '/', 'http://agent').pathname;
-    if (path === CDP_PATH) return state.bridge.handleUpgrade(request, socket, head);
-    const load = UPGRADES[path];
-    if (!load) {
-      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-      return;
-    }
-    load().then(
-      (handle) => handle(state, request, socket, head, log),
-      (error: unknown) => {
-        log.error({ err: error, path }, 'WebSocket handler failed to load');
-        socket.end('HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-      },
-    );
+    // The cookie baseline is read before any client is served (see reset.ts).
+    void state.connections.admitted().then(() => {
+      if (!socket.destroyed) upgrade(state, request, socket, head, log);
+    });
   });
   return server;
+}
+
+function upgrade(state: AgentState, request: IncomingMessage, socket: Duplex, head: Buffer, log: Logger): void {
+  // A reset is running: the next holder must not see a half-reset browser.
+  if (!state.connections.accepting()) {
+    socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    return;
+  }
+  const path = new URL(request.url ?? '/', 'http://agent').pathname;
+  if (path === CDP_PATH) return state.bridge.handleUpgrade(request, socket, head);
+  const load = UPGRADES[path];
+  if (!load) {
+    socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    return;
+  }
+  load().then(
+    (handle) => handle(state, request, socket, head, log),
+    (error: unknown) => {
+      log.error({ err: error, path }, 'WebSocket handler failed to load');
+      socket.end('HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    },
+  );
 }
 
 async function route(state: AgentState, request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -100,6 +116,7 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
     }
     return sendJson(response, 200, { status: 'applied' });
   }
+  if (key === 'POST /reset') return (await import('./reset.js')).handleResetRequest(state, request, response);
   if (key === 'POST /shutdown') {
     const body = await readJson(request);
     const graceMs = typeof body.grace_ms === 'number' && body.grace_ms >= 0 ? body.grace_ms : undefined;

@@ -2,7 +2,14 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { expect } from 'vitest';
-import type { BrowserLaunchSpec, BrowserRuntime, LiveBrowserSettings, ObservedBrowser } from '../../operator/src/ports/browser-runtime.js';
+import {
+  BrowserResetError,
+  type BrowserLaunchSpec,
+  type BrowserResetReport,
+  type BrowserRuntime,
+  type LiveBrowserSettings,
+  type ObservedBrowser,
+} from '../../operator/src/ports/browser-runtime.js';
 import { attachCdpProxy, type CdpProxy } from '../../api/src/modules/browsers/cdp-proxy.js';
 import type { HttpClient } from '../support/http.js';
 import type { TestApp } from '../support/test-app.js';
@@ -54,6 +61,9 @@ export class FakeRuntime implements BrowserRuntime {
   readonly launched: BrowserLaunchSpec[] = [];
   readonly terminated: string[] = [];
   readonly settingsApplied: { browserId: string; settings: LiveBrowserSettings }[] = [];
+  readonly resets: { browserId: string; startUrl?: string }[] = [];
+  /** Set to make the next resets fail with this error (the service then replaces the browser). */
+  failResetWith?: Error;
   readonly browsers = new Map<string, ObservedBrowser>();
   /** Set to make the next launches fail or hang. */
   mode: 'ready' | 'fail' | 'hang' = 'ready';
@@ -81,6 +91,12 @@ export class FakeRuntime implements BrowserRuntime {
   applySettings(browserId: string, settings: LiveBrowserSettings): Promise<void> {
     this.settingsApplied.push({ browserId, settings });
     return Promise.resolve();
+  }
+  reset(browserId: string, options: { startUrl?: string }): Promise<BrowserResetReport> {
+    this.resets.push({ browserId, ...(options.startUrl !== undefined ? { startUrl: options.startUrl } : {}) });
+    if (this.failResetWith) return Promise.reject(this.failResetWith);
+    if (this.browsers.get(browserId)?.phase !== 'Ready') return Promise.reject(new BrowserResetError(`browser ${browserId} is not running`));
+    return Promise.resolve({ closedConnections: 0, closedTargets: 0, disposedContexts: 0, cookiesRestored: 0 });
   }
   terminate(browserId: string): Promise<void> {
     this.terminated.push(browserId);

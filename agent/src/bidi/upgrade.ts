@@ -42,7 +42,7 @@ export const handleBidiUpgrade: UpgradeHandler = (state, request, socket, head, 
       // From here ws handles the socket's errors.
       socket.off('error', onSocketError);
       server.handleUpgrade(request, socket, head, (client) => {
-        const release = state.connections.opened('webdriver');
+        const release = state.connections.opened('webdriver', () => session.close(1001, 'the browser was reset for its next holder'));
         const untrack = trackBidiClient(session);
         client.once('close', () => {
           release();

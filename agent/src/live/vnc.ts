@@ -47,7 +47,7 @@ function accept(request: IncomingMessage, socket: Duplex, head: Buffer, upstream
 }
 
 function bridge(client: WebSocket, upstream: net.Socket, tracker: ConnectionTracker, log: Logger): void {
-  const release = tracker.opened('live_view');
+  const release = tracker.opened('live_view', () => close('the browser was reset for its next holder'));
   log.info({ live_view: tracker.activity().byKind.live_view }, 'live view client connected');
   upstream.on('data', (chunk: Buffer) => {
     if (client.readyState !== WebSocket.OPEN) return;

@@ -87,7 +87,43 @@ export interface BrowserRuntime {
    * kills what is left after `graceMs`; succeeds if it is already gone.
    */
   terminate(browserId: string, options: { graceMs: number }): Promise<void>;
+  /**
+   * Makes a Ready browser fit for its next holder (a pool release with reuse), in this
+   * order: every client connection (CDP, WebDriver BiDi, live view) is closed, and new
+   * ones are refused until the reset ends; every browser context but the default one is
+   * disposed, and every page but one new about:blank page is closed; the HTTP cache is
+   * cleared, permissions and download behaviour go back to the defaults, cookies are
+   * cleared and those the browser had at start (its profile's, captured before any
+   * client connected) are put back, and the web storage (localStorage, IndexedDB,
+   * service workers, Cache Storage) of every origin that had a page or frame open at
+   * reset time is cleared; last, `startUrl` (if given) opens in a new page that replaces
+   * the blank one (its load is not awaited, as at launch).
+   *
+   * Not covered: web storage of origins visited earlier but not open at reset time,
+   * history, HSTS and open keep-alive sockets. Bounded by a 10 s timeout and `signal`.
+   * Rejects with BrowserResetError when the browser cannot be reset (not Ready, a step
+   * failed, no answer in time): its state is then unknown, so the caller destroys it.
+   */
+  reset(browserId: string, options: { startUrl?: string; signal?: AbortSignal }): Promise<BrowserResetReport>;
+}
+
+/** What a reset did, for the log. */
+export interface BrowserResetReport {
+  /** Client connections of the previous holder that were closed. */
+  closedConnections: number;
+  /** Pages open when the reset began, in every context, now closed. */
+  closedTargets: number;
+  /**
+   * Contexts other than the default one found when the reset began, now disposed. Chromium
+   * disposes Playwright's itself when its connection closes, so those are often not counted.
+   */
+  disposedContexts: number;
+  /** Cookies put back from the baseline captured at start. */
+  cookiesRestored: number;
 }
 
 /** The agent refused or failed to apply live settings; the message says why. */
 export class BrowserSettingsError extends Error {}
+
+/** The browser could not be reset (see BrowserRuntime.reset); the message says why. */
+export class BrowserResetError extends Error {}

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { open, readdir, readFile } from 'node:fs/promises';
 import net from 'node:net';
-import type { BrowserLaunchSpec, LiveBrowserSettings } from '../ports/browser-runtime.js';
+import type { BrowserLaunchSpec, BrowserResetReport, LiveBrowserSettings } from '../ports/browser-runtime.js';
 
 /**
  * Starting, probing and reading the agent as a child process. The agent's stdout goes to
@@ -125,6 +125,42 @@ export async function postAgentSettings(agentUrl: string, settings: LiveBrowserS
     return { ok: false, message: typeof body.message === 'string' ? body.message : `the agent answered ${response.status}` };
   } catch (error) {
     return { ok: false, message: `the agent did not answer: ${error instanceof Error ? error.message : String(error)}` };
+  }
+}
+
+/** How long a reset may take before the browser is given up on (measured: well under 1 s). */
+export const RESET_TIMEOUT_MS = 10_000;
+
+/**
+ * POST /reset: the agent makes the browser fit for its next holder and reports what it
+ * did, or says why it could not (agent/src/reset.ts).
+ */
+export async function postAgentReset(
+  agentUrl: string,
+  options: { startUrl?: string; signal?: AbortSignal },
+): Promise<{ ok: true; report: BrowserResetReport } | { ok: false; message: string }> {
+  const signals = [AbortSignal.timeout(RESET_TIMEOUT_MS), ...(options.signal ? [options.signal] : [])];
+  try {
+    const response = await fetch(`${agentUrl}/reset`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(options.startUrl !== undefined ? { start_url: options.startUrl } : {}),
+      signal: AbortSignal.any(signals),
+    });
+    const body = (await response.json().catch(() => ({}))) as Record<string, unknown>;
+    if (!response.ok) return { ok: false, message: typeof body.message === 'string' ? body.message : `the agent answered ${response.status}` };
+    const count = (key: string) => (typeof body[key] === 'number' ? body[key] : 0);
+    return {
+      ok: true,
+      report: {
+        closedConnections: count('closed_connections'),
+        closedTargets: count('closed_targets'),
+        disposedContexts: count('disposed_contexts'),
+        cookiesRestored: count('cookies_restored'),
+      },
+    };
+  } catch (error) {
+    return { ok: false, message: `the agent did not finish the reset: ${error instanceof Error ? error.message : String(error)}` };
   }
 }
 

@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { isProcessAlive, processGroupMembers, signalProcessGroup, waitForProcessGroupExit } from '../../../agent/src/process-group.js';
 import { packageRoot } from '../../../api/src/paths.js';
-import { BrowserSettingsError, type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
+import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
 import {
   claimStandbyAgent,
   describeExit,
@@ -16,6 +16,7 @@ import {
   isProcessOf,
   lastAgentWords,
   processGroupsMentioning,
+  postAgentReset,
   postAgentSettings,
   requestAgentShutdown,
   spawnAgent,
@@ -359,6 +360,17 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
       if (!entry || current?.phase !== 'Ready') throw new BrowserSettingsError(`browser ${browserId} is not running`);
       const answer = await postAgentSettings(entry.record.agentUrl, settings);
       if (!answer.ok) throw new BrowserSettingsError(answer.message);
+    },
+
+    async reset(browserId, { startUrl, signal }) {
+      const entry = await entryFor(browserId);
+      const current = entry ? await phaseOf(entry) : undefined;
+      if (!entry || current?.phase !== 'Ready') throw new BrowserResetError(`browser ${browserId} is not running`);
+      const started = Date.now();
+      const answer = await postAgentReset(entry.record.agentUrl, { ...(startUrl !== undefined ? { startUrl } : {}), ...(signal ? { signal } : {}) });
+      if (!answer.ok) throw new BrowserResetError(answer.message);
+      log.info({ browser_id: browserId, ms: Date.now() - started, ...answer.report }, 'browser reset');
+      return answer.report;
     },
 
     async terminate(browserId, { graceMs }) {
