@@ -18,6 +18,7 @@ import { loadProxyUpstreams } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
 import { createFileProfileStore } from './storage/file-profile-store.js';
 import { adoptBrowsersAtStart, attachCdpProxy, IdleReaper } from './modules/browsers/module.js';
+import { poolManager } from './modules/browser-pools/manager.js';
 import { closeProfileWriters, liveProfileWriters } from './modules/browsers/profile-archive-stop.js';
 import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
 
@@ -87,10 +88,13 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const cdpProxy = attachCdpProxy(server, deps);
     const reaper = new IdleReaper(deps, { connections: cdpProxy.connections });
     reaper.start();
+    const pools = poolManager(deps);
     const address = server.address() as AddressInfo;
     const url = `http://${address.address}:${address.port}`;
     // Agents run on this host and fetch and save profiles here.
     deps.settings.internalUrl = loopbackUrl(address);
+    // After the internal URL is known: pool browsers with a profile fetch it from there.
+    await pools.start();
     log.info({ url, dataDir: config.dataDir, embeddedPostgres: Boolean(embedded) }, 'browserplane listening');
 
     return {
@@ -101,9 +105,13 @@ export async function startService(config: Config, log: Logger): Promise<Running
         lifecycle.draining = true;
         shutdown.abort();
         cdpProxy.close();
+        // Waiting acquires are answered (204) at once; launches in flight end with the
+        // shutdown signal, and are waited for after the drain so it starts promptly.
+        const poolsStopped = pools.stop();
         await reaper.stop();
         await closeProfileWriters(deps, writers);
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
+        await poolsStopped;
         // A stopped service leaves no browser behind; their sessions end as browser_gone
         // when the reaper next looks.
         await runtime.terminateAll(BROWSER_STOP_GRACE_MS);

@@ -1,13 +1,16 @@
 import type Kernel from '@onkernel/sdk';
 import { BadRequestError, ConflictError, NotFoundError } from '@onkernel/sdk';
+import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { detailFields, rejection, unique } from './support/sdk.js';
 import { cleanupServices, collect, startService, type RunningService } from './support/service.js';
 
 /**
- * Browser pool CRUD through the official SDK against the built service (CONTRACT §3):
- * what the SDK sends (the JSON body on DELETE, percent-encoded names, paging headers)
- * and how it reads our answers and errors. Acquire, release and flush come later.
+ * Browser pools through the official SDK against the built service (CONTRACT §3, §12.6):
+ * what the SDK sends (the JSON body on DELETE, percent-encoded names, paging headers),
+ * how it reads our answers and errors, and a lease driven over CDP with Playwright.
+ * The concurrency and failure tests of leases are in test/integration/browser-pools-leases.test.ts.
  */
 
 let service: RunningService;
@@ -111,4 +114,52 @@ describe('browser pools through the SDK', () => {
     await rejection(kernel.browserPools.delete(pool.id), NotFoundError);
     await rejection(kernel.browserPools.retrieve('bpool_nope'), NotFoundError);
   });
+});
+
+describe('browser pool leases through the SDK and Playwright', () => {
+  let pages: TestPageServer;
+  beforeAll(async () => {
+    pages = await startTestPageServer({ '/pool': '<title>Hello from a pool</title>' });
+  });
+  afterAll(async () => {
+    await pages?.close();
+  });
+
+  it('acquires a warm browser, drives it over cdp_ws_url, releases it and gets it back clean', async () => {
+    const pool = await kernel.browserPools.create({ name: unique('lease-pool'), size: 1, headless: true, fill_rate_per_minute: 6000 });
+    try {
+      const deadline = Date.now() + 90_000;
+      while ((await kernel.browserPools.retrieve(pool.id)).available_count < 1) {
+        if (Date.now() > deadline) throw new Error('the pool did not warm its browser within 90 s');
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      const lease = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 30 });
+      expect(lease).toMatchObject({ pool: { id: pool.id, name: pool.name }, timeout_seconds: 600, headless: true });
+      expect(await kernel.browserPools.retrieve(pool.id)).toMatchObject({ available_count: 0, acquired_count: 1 });
+
+      const browser = await chromium.connectOverCDP(lease.cdp_ws_url);
+      try {
+        const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
+        await page.goto(`${pages.url}/pool`);
+        expect(await page.title()).toBe('Hello from a pool');
+      } finally {
+        await browser.close();
+      }
+      await kernel.browserPools.release(pool.id, { session_id: lease.session_id });
+
+      const again = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 30 });
+      expect(again?.session_id).toBe(lease.session_id);
+      const reused = await chromium.connectOverCDP(again.cdp_ws_url);
+      try {
+        const urls = reused.contexts().flatMap((context) => context.pages().map((p) => p.url()));
+        expect(urls).not.toContain(`${pages.url}/pool`);
+      } finally {
+        await reused.close();
+      }
+      await kernel.browserPools.release(pool.id, { session_id: again.session_id });
+      expect(await kernel.browserPools.retrieve(pool.id)).toMatchObject({ acquired_count: 0 });
+    } finally {
+      await kernel.browserPools.delete(pool.id, { force: true }).catch(() => undefined);
+    }
+  }, 120_000);
 });

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { AppDeps, AppSettings } from '../../api/src/app-deps.js';
 import { buildApp } from '../../api/src/app.js';
-import { FixedClock, type Clock } from '../../api/src/clock.js';
+import { FixedClock, systemClock, type Clock } from '../../api/src/clock.js';
 import { createLogger } from '../../api/src/logger.js';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
@@ -15,7 +15,9 @@ import { issueApiKey } from '../../api/src/modules/api-keys/service.js';
 import type { ProxySettings } from '../../api/src/modules/proxies/upstreams.js';
 import { allProjectResources } from '../../api/src/modules/registry.js';
 import { createFileProfileStore } from '../../api/src/storage/file-profile-store.js';
-import { attachCdpProxy, type CdpProxy } from '../../api/src/modules/browsers/module.js';
+import { attachCdpProxy, IdleReaper, type CdpProxy } from '../../api/src/modules/browsers/module.js';
+import { REAP_INTERVAL_MS } from '../../api/src/modules/browsers/reaper.js';
+import { poolManager, POOL_RECONCILE_INTERVAL_MS } from '../../api/src/modules/browser-pools/manager.js';
 import { LAUNCH_TIMEOUT_MS } from '../../api/src/modules/browsers/service.js';
 import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
@@ -55,10 +57,21 @@ export interface TestApp {
  * is injectable; by default it is the real one.
  */
 export async function startTestApp(
-  options: { clock?: Clock; settings?: Partial<AppSettings>; log?: Logger; proxy?: Partial<ProxySettings> } = {},
+  options: {
+    clock?: Clock;
+    settings?: Partial<AppSettings>;
+    log?: Logger;
+    proxy?: Partial<ProxySettings>;
+    /**
+     * Start the loops the service runs (the idle reaper and the pool fill) at these
+     * intervals. They work on the clock's time, so the clock is then the real one
+     * unless one is given.
+     */
+    background?: { reaperIntervalMs?: number; poolIntervalMs?: number };
+  } = {},
 ): Promise<TestApp> {
   const database = await freshDatabase();
-  const clock = options.clock ?? new FixedClock(new Date());
+  const clock = options.clock ?? (options.background ? systemClock : new FixedClock(new Date()));
   const profileDir = await mkdtemp(path.join(os.tmpdir(), 'browserplane-test-profiles-'));
   const log = options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const shutdown = new AbortController();
@@ -90,6 +103,12 @@ export async function startTestApp(
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // Agents fetch and save profiles at the app's own address, as in the service.
   deps.settings.internalUrl ??= url;
+  const reaper = options.background
+    ? new IdleReaper(deps, { connections: cdpProxy.connections, intervalMs: options.background.reaperIntervalMs ?? REAP_INTERVAL_MS })
+    : undefined;
+  reaper?.start();
+  const pools = options.background ? poolManager(deps) : undefined;
+  await pools?.start({ intervalMs: options.background?.poolIntervalMs ?? POOL_RECONCILE_INTERVAL_MS });
   const client = (key?: string, headers?: Record<string, string>) => new HttpClient(url, key, headers);
 
   const newTenant = async (name = 'org'): Promise<Tenant> => {
@@ -125,6 +144,8 @@ export async function startTestApp(
     runtime,
     async close() {
       shutdown.abort();
+      await reaper?.stop();
+      await pools?.stop();
       cdpProxy.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

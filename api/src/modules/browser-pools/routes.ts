@@ -3,7 +3,21 @@ import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
-import { browserPoolSchema, createPoolBody, deletePoolBody, listPoolsQuery, poolIdParams, updatePoolBody } from './schema.js';
+import { browserSessionSchema } from '../browsers/schema.js';
+import { presentSession, publicWsBase } from '../browsers/present.js';
+import { createCdpTokens } from '../browsers/cdp-token.js';
+import { poolManager } from './manager.js';
+import {
+  acquirePoolBody,
+  browserPoolSchema,
+  createPoolBody,
+  deletePoolBody,
+  listPoolsQuery,
+  MAX_ACQUIRE_WAIT_SECONDS,
+  poolIdParams,
+  releasePoolBody,
+  updatePoolBody,
+} from './schema.js';
 import { createPool, deletePool, getPool, updatePoolSettings } from './service.js';
 import { listPools, type PoolRow, type PoolScope } from './store.js';
 
@@ -26,6 +40,8 @@ export function presentPool(row: PoolRow) {
 
 export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
   const { db } = deps;
+  const pools = poolManager(deps);
+  const tokens = createCdpTokens(deps);
   return [
     defineRoute({
       method: 'post',
@@ -72,7 +88,11 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       params: poolIdParams,
       body: updatePoolBody,
       responses: { 200: { description: 'The pool', schema: browserPoolSchema }, ...errorResponses(400, 404, 409) },
-      handler: async ({ params, body, auth }) => json(presentPool(await updatePoolSettings(deps, scopeOf(auth), params.id_or_name, body))),
+      handler: async ({ params, body, auth }) => {
+        const pool = await updatePoolSettings(deps, scopeOf(auth), params.id_or_name, body);
+        await pools.afterUpdate(pool, { discardAllIdle: body.discard_all_idle === true });
+        return json(presentPool(await getPool(db, scopeOf(auth), pool.id)));
+      },
     }),
     defineRoute({
       method: 'delete',
@@ -86,7 +106,67 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       body: deletePoolBody,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, body, auth }) => {
-        await deletePool(deps, scopeOf(auth), params.id_or_name, { force: body.force === true });
+        const { poolId, ended } = await deletePool(deps, scopeOf(auth), params.id_or_name, { force: body.force === true });
+        await pools.poolDeleted(poolId, ended);
+        return noContent();
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/browser_pools/{id_or_name}/acquire',
+      operationId: 'acquireBrowserPool',
+      summary: 'Lease a warm browser from the pool (long poll)',
+      description:
+        `Answers at once with a browser when one is idle; otherwise waits, first come first served, until one is or acquire_timeout_seconds passes (held at most ${MAX_ACQUIRE_WAIT_SECONDS} s), then 204 with no body: retry to keep waiting. ` +
+        'The lease’s name, tags, start_url and telemetry apply to this lease alone; its idle timeout is the pool’s timeout_seconds.',
+      tags,
+      auth: 'project',
+      params: poolIdParams,
+      body: acquirePoolBody,
+      responses: {
+        200: { description: 'The leased browser', schema: browserSessionSchema },
+        204: { description: 'No browser became available in time' },
+        ...errorResponses(400, 404, 409),
+      },
+      handler: async ({ params, body, auth, req, res }) => {
+        // The client leaving ends the wait (and gives back a browser leased for it).
+        const gone = new AbortController();
+        res.once('close', () => {
+          if (!res.writableFinished) gone.abort();
+        });
+        const row = await pools.acquire(scopeOf(auth), params.id_or_name, body, gone.signal);
+        if (!row) return noContent();
+        return json(await presentSession({ tokens, wsBase: publicWsBase(deps, req), now: deps.clock.now() }, row));
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/browser_pools/{id_or_name}/release',
+      operationId: 'releaseBrowserPool',
+      summary: 'Give a leased browser back to the pool',
+      description: 'reuse true (default) resets the browser (its clients are disconnected, tabs and contexts closed, cookies back to the pool profile’s) and returns it to the pool; reuse false closes it and the pool warms a new one.',
+      tags,
+      auth: 'project',
+      params: poolIdParams,
+      body: releasePoolBody,
+      responses: { 204: { description: 'Released' }, ...errorResponses(400, 404) },
+      handler: async ({ params, body, auth }) => {
+        await pools.release(scopeOf(auth), params.id_or_name, body);
+        return noContent();
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/browser_pools/{id_or_name}/flush',
+      operationId: 'flushBrowserPool',
+      summary: 'Close the pool’s idle browsers',
+      description: 'Leased browsers are not touched; the pool warms new idle browsers at its fill rate.',
+      tags,
+      auth: 'project',
+      params: poolIdParams,
+      responses: { 204: { description: 'Flushed' }, ...errorResponses(404) },
+      handler: async ({ params, auth }) => {
+        await pools.flush(scopeOf(auth), params.id_or_name);
         return noContent();
       },
     }),

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { paginationQuery } from '../../http/pagination.js';
 import { lookupText, timestamp } from '../../http/schemas.js';
 import { chromePolicySchema } from '../browsers/policy.js';
-import { extensionSelector, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, selectorName, sessionName, startUrl, viewportSchema } from '../browsers/schema.js';
+import { extensionSelector, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, selectorName, sessionName, startUrl, tagsSchema, viewportSchema } from '../browsers/schema.js';
 import { telemetryRequestSchema } from '../browsers/telemetry.js';
 
 export const DEFAULT_FILL_RATE_PER_MINUTE = 25;
@@ -139,6 +139,32 @@ export const browserPoolSchema = z
   })
   .meta({ id: 'BrowserPool' });
 
+/** The longest an acquire holds its request: the SDK gives up at 60 s (CONTRACT §12.6). */
+export const MAX_ACQUIRE_WAIT_SECONDS = 55;
+
+export const acquirePoolBody = z
+  .strictObject({
+    acquire_timeout_seconds: z
+      .number()
+      .min(0)
+      .optional()
+      .describe(`Longest wait for a browser, in seconds; held at most ${MAX_ACQUIRE_WAIT_SECONDS} s, then 204 (retry to keep waiting). Default: the time the pool needs to fill at its fill rate`),
+    name: sessionName.optional().describe('Session name for this lease only; unique among active sessions of the project'),
+    start_url: startUrl.optional().describe('Opened for this lease (best effort) instead of the pool’s start_url'),
+    tags: tagsSchema.optional().describe('Tags for this lease only'),
+    telemetry: telemetryRequestSchema.nullable().optional().describe('Merged onto the pool’s telemetry for this lease only'),
+  })
+  .meta({ id: 'BrowserPoolAcquireRequest' });
+
+export const releasePoolBody = z
+  .strictObject({
+    session_id: lookupText.describe('The leased session'),
+    reuse: z.boolean().optional().describe('true (default): reset the browser and return it to the pool; false: destroy it and warm a new one'),
+  })
+  .meta({ id: 'BrowserPoolReleaseRequest' });
+
+export type AcquirePoolInput = z.output<typeof acquirePoolBody>;
+export type ReleasePoolInput = z.output<typeof releasePoolBody>;
 export type CreatePoolInput = z.output<typeof createPoolBody>;
 export type UpdatePoolInput = z.output<typeof updatePoolBody>;
 export type ListPoolsQuery = z.output<typeof listPoolsQuery>;

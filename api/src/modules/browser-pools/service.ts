@@ -2,7 +2,9 @@ import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
 import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
 import { AppError, conflict, notFound, validationFailed } from '../../http/errors.js';
 import { newId } from '../../ids.js';
+import { DELETE_REASONS } from '../browsers/service.js';
 import { lockOrgSessionCreates } from '../browsers/store.js';
+import { countPoolBrowsers, endAllPoolBrowsers, type EndedBrowser } from './browsers-store.js';
 import { DEFAULT_VIEWPORT } from '../browsers/schema.js';
 import { applyTelemetry } from '../browsers/telemetry.js';
 import { findProfile } from '../profiles/store.js';
@@ -14,8 +16,8 @@ import { findPool, insertPool, markPoolDeleted, pooledSize, updatePool, type Poo
 /**
  * Browser pools, configuration side: create, read, change and delete a pool's browser
  * configuration and size, within the project's max_pooled_sessions and the organisation's
- * session cap (pooled browsers are browsers). Warming, acquire, release and flush build on
- * these rows (issue 5, next slice).
+ * session cap (pooled browsers are browsers). The browsers themselves (warm fill, acquire,
+ * release, flush) are the PoolManager's (manager.ts).
  */
 
 type Deps = Pick<AppDeps, 'db' | 'clock' | 'settings'>;
@@ -207,17 +209,25 @@ export async function updatePoolSettings(deps: Deps, scope: PoolScope, idOrName:
 }
 
 /**
- * DELETE: the pool and its browsers go. Refused with 409 while a browser is leased unless
- * force is set; pools hold no browsers in this slice, so only the rule's shape exists.
+ * DELETE: the pool and every browser of it go, in one transaction (so no acquire can lease
+ * a browser of a deleted pool). Refused with 409 while a browser is leased unless force is
+ * set. Returns the browsers to close: the caller closes them after the commit (their CDP
+ * clients see the connection close).
  */
-export async function deletePool(deps: Deps, scope: PoolScope, idOrName: string, options: { force: boolean }): Promise<void> {
-  await inTransaction(deps.db, async (tx) => {
+export async function deletePool(deps: Deps, scope: PoolScope, idOrName: string, options: { force: boolean }): Promise<{ poolId: string; ended: EndedBrowser[] }> {
+  return inTransaction(deps.db, async (tx) => {
     const row = await findPool(tx, scope, idOrName, { lock: true });
     if (!row) throw notFound('Browser pool', idOrName);
-    if (row.acquired_count > 0 && !options.force) {
-      throw conflict('pool_has_leases', `The pool has ${row.acquired_count} leased browsers; release them or delete with force`);
+    // Counted again under the pool's lock: a lease taken since the read above is seen here.
+    const { leased } = await countPoolBrowsers(tx, row.id);
+    if (leased > 0 && !options.force) {
+      throw conflict('pool_has_leases', `The pool has ${leased} leased browsers; release them or delete with force`, [
+        { code: 'leased_browsers', message: `${leased} leased` },
+      ]);
     }
-    await markPoolDeleted(tx, row.id, deps.clock.now());
+    const now = deps.clock.now();
+    await markPoolDeleted(tx, row.id, now);
+    return { poolId: row.id, ended: await endAllPoolBrowsers(tx, row.id, DELETE_REASONS.poolDeleted, now) };
   });
 }
 

@@ -49,19 +49,26 @@ export interface PoolRow {
   telemetry: TelemetryConfig | null;
   config: Record<string, unknown>;
   generation: number;
+  /** The fill rate's clock: the next warm browser may start no earlier (NULL: now). */
+  next_fill_at: Date | null;
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
-  /** Browsers of the pool by state; 0 until pools warm browsers. */
+  /** Browsers of the pool: ready and waiting, and held by clients (read in the same statement). */
   available_count: number;
   acquired_count: number;
 }
 
 const SELECT = `SELECT p.id, p.org_id, p.project_id, p.name, p.size, p.fill_rate_per_minute, p.timeout_seconds, p.headless,
     p.stealth, p.kiosk_mode, p.start_url, p.proxy_id, p.profile_id, p.refresh_on_profile_update, p.viewport_width,
-    p.viewport_height, p.viewport_refresh_rate, p.chrome_policy, p.telemetry, p.config, p.generation, p.created_at,
-    p.updated_at, p.deleted_at, 0 AS available_count, 0 AS acquired_count
-  FROM browser_pools p`;
+    p.viewport_height, p.viewport_refresh_rate, p.chrome_policy, p.telemetry, p.config, p.generation, p.next_fill_at, p.created_at,
+    p.updated_at, p.deleted_at, c.available_count, c.acquired_count
+  FROM browser_pools p
+  CROSS JOIN LATERAL (
+    SELECT (count(*) FILTER (WHERE s.leased_at IS NULL AND s.phase = 'running'))::int AS available_count,
+           (count(*) FILTER (WHERE s.leased_at IS NOT NULL))::int AS acquired_count
+      FROM browser_sessions s WHERE s.pool_id = p.id AND s.deleted_at IS NULL
+  ) c`;
 
 const nameKey = (name: string | null) => (name === null ? null : foldName(name));
 
@@ -138,6 +145,19 @@ export async function findPool(db: Queryable, scope: PoolScope, idOrName: string
     [scope.orgId, scope.projectId, idOrName, foldName(idOrName)],
   );
   return rows[0];
+}
+
+/**
+ * A live pool by id, across tenants, locked for its fill; undefined when another replica
+ * fills it right now (SKIP LOCKED) or it is gone.
+ */
+export async function lockPoolForFill(db: Queryable, id: string): Promise<PoolRow | undefined> {
+  const { rows } = await db.query<PoolRow>(`${SELECT} WHERE p.id = $1 AND p.deleted_at IS NULL FOR UPDATE OF p SKIP LOCKED`, [id]);
+  return rows[0];
+}
+
+export async function setNextFillAt(db: Queryable, id: string, at: Date): Promise<void> {
+  await db.query('UPDATE browser_pools SET next_fill_at = $2 WHERE id = $1', [id, at]);
 }
 
 /** Sum of the sizes of live pools of the org, or of one project when `projectId` is given, except `exceptId`. */

@@ -2,7 +2,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { AppDeps } from '../../app-deps.js';
-import { createCdpTokens, type TokenCheck } from './cdp-token.js';
+import { createCdpTokens, tokenSubject, type TokenCheck } from './cdp-token.js';
 import { findLiveSessionById } from './store.js';
 
 /**
@@ -76,12 +76,14 @@ export function attachCdpProxy(server: Server, deps: AppDeps, options: { connect
   };
 
   async function handle(sessionId: string, kind: Kind, url: URL, req: IncomingMessage, socket: Duplex, head: Buffer) {
-    const check = await tokens.verify(sessionId, url.searchParams.get('token') ?? '');
+    // The token is checked before anything about the session is told: against its lease
+    // when it exists (tokenSubject), else against the bare id, which fails alike.
+    const session = await findLiveSessionById(deps.db, sessionId);
+    const check = await tokens.verify(session ? tokenSubject(session) : sessionId, url.searchParams.get('token') ?? '');
     if (check !== 'ok') {
       const [status, message] = REFUSALS[check];
       return refuse(socket, status, status === 401 ? 'unauthorized' : 'forbidden', message);
     }
-    const session = await findLiveSessionById(deps.db, sessionId);
     if (!session) return refuse(socket, 404, 'not_found', `Browser session ${JSON.stringify(sessionId)} was not found`);
     if (!session.agent_url) return refuse(socket, 409, 'browser_not_ready', 'The browser is still starting');
 

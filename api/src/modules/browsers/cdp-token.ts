@@ -15,6 +15,16 @@ import type { AppDeps } from '../../app-deps.js';
  * The key is generated once, sealed with the encryption key, and kept in service_keys, so
  * every replica and every restart signs and verifies with the same key.
  */
+/**
+ * What a session's client tokens are bound to. A pool's browser outlives its leases, so
+ * its tokens name the lease too: once released (idle) or leased again, the previous
+ * holder's URLs are refused. Other sessions sign their bare id, as they always have.
+ */
+export function tokenSubject(row: { id: string; pool_id: string | null; leased_at: Date | null; lease_seq: number }): string {
+  if (row.pool_id === null) return row.id;
+  return `${row.id}~${row.leased_at === null ? 'idle' : row.lease_seq}`;
+}
+
 export const CDP_TOKEN_TTL_MS = 60 * 60 * 1000;
 /**
  * The agent's profile archive URL is minted once, at launch, and used again when the

@@ -3,7 +3,7 @@ import type { AppDeps } from '../../app-deps.js';
 import { AppError, conflict, notFound } from '../../http/errors.js';
 import { defineRoute, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
-import { createCdpTokens, type CdpTokens, type TokenCheck } from './cdp-token.js';
+import { createCdpTokens, tokenSubject, type CdpTokens, type TokenCheck } from './cdp-token.js';
 import { readLiveViewAsset } from './live-view-assets.js';
 import { LIVE_VIEW_ASSET_PREFIX, LIVE_VIEW_HTML, LIVE_VIEW_PAGE_HEADERS } from './live-view-page.js';
 import { findLiveSessionById, type SessionRow } from './store.js';
@@ -84,9 +84,9 @@ export function liveViewRoutes(deps: AppDeps): RouteDef[] {
 
 /** Token first, so an outsider learns nothing about which sessions exist. */
 async function authorizeLiveView(deps: AppDeps, tokens: CdpTokens, sessionId: string, token: string | undefined): Promise<void> {
-  const check = await tokens.verify(sessionId, token ?? '');
-  if (check !== 'ok') throw new AppError(...REFUSALS[check]);
   const session = await findLiveSessionById(deps.db, sessionId);
+  const check = await tokens.verify(session ? tokenSubject(session) : sessionId, token ?? '');
+  if (check !== 'ok') throw new AppError(...REFUSALS[check]);
   if (!session) throw notFound('Browser session', sessionId);
   if (session.headless) throw conflict('live_view_unavailable', 'A headless session has no screen to show; live view needs headless: false');
 }

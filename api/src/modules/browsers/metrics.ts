@@ -34,4 +34,18 @@ export function registerBrowserMetrics(registry: client.Registry, db: Queryable)
       for (const row of rows) this.set({ reason: row.reason ?? 'unknown' }, Number(row.n));
     },
   });
+  new client.Gauge({
+    name: 'browserplane_pool_browsers',
+    help: 'Browsers of live pools by state (starting, idle, leased), all projects',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    async collect() {
+      const { rows } = await db.query<{ state: string; n: string }>(
+        `SELECT CASE WHEN s.phase = 'starting' THEN 'starting' WHEN s.leased_at IS NULL THEN 'idle' ELSE 'leased' END AS state, count(*) AS n
+           FROM browser_sessions s WHERE s.pool_id IS NOT NULL AND s.deleted_at IS NULL GROUP BY 1`,
+      );
+      this.reset();
+      for (const state of ['starting', 'idle', 'leased']) this.set({ state }, Number(rows.find((r) => r.state === state)?.n ?? 0));
+    },
+  });
 }

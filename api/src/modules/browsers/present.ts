@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { AppDeps } from '../../app-deps.js';
-import type { CdpTokens } from './cdp-token.js';
+import { tokenSubject, type CdpTokens } from './cdp-token.js';
 import { liveViewPath } from './live-view.js';
 import type { SessionRow } from './store.js';
 
@@ -28,7 +28,7 @@ export interface PresentContext {
 
 /** The BrowserSession object (CONTRACT §1.1); optional fields are absent rather than null. */
 export async function presentSession(ctx: PresentContext, row: SessionRow) {
-  const { token } = await ctx.tokens.issue(row.id);
+  const { token } = await ctx.tokens.issue(tokenSubject(row));
   const path = `${ctx.wsBase}/browsers/${encodeURIComponent(row.id)}`;
   const end = row.deleted_at ?? ctx.now;
   return {
@@ -44,6 +44,7 @@ export async function presentSession(ctx: PresentContext, row: SessionRow) {
     kiosk_mode: row.kiosk_mode,
     timeout_seconds: row.timeout_seconds,
     ...(row.name !== null ? { name: row.name } : {}),
+    ...(row.pool_id !== null ? { pool: { id: row.pool_id, ...(row.pool_name !== null ? { name: row.pool_name } : {}) } } : {}),
     ...(row.start_url !== null ? { start_url: row.start_url } : {}),
     ...(row.proxy_id !== null ? { proxy_id: row.proxy_id } : {}),
     ...(row.profile_id !== null

@@ -5,6 +5,7 @@ import type { AppDeps } from '../../app-deps.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
 import { createCdpTokens } from './cdp-token.js';
+import { poolManager } from '../browser-pools/manager.js';
 import { authorizeArchiveAccess, PROFILE_ARCHIVE_PATH, saveUploadedProfile } from './profile-archive.js';
 
 const tags = ['Internal'];
@@ -76,6 +77,10 @@ export function profileArchiveRoutes(deps: AppDeps): RouteDef[] {
         const { session, profile } = await authorizeArchiveAccess(deps, tokens, { sessionId: p.session_id, token: q.token, access: 'write' });
         const saved = await saveUploadedProfile(deps, profile, req as Readable);
         log.info({ sessionId: session.id, profileId: profile.id, sizeBytes: saved.sizeBytes }, 'profile saved from its browser session');
+        // Pools that refresh on this profile rebuild their idle browsers with the new save.
+        await poolManager(deps)
+          .profileSaved(profile.id)
+          .catch((error: unknown) => log.error({ err: error, profileId: profile.id }, 'refreshing the pools of a saved profile failed'));
         return json({ size_bytes: saved.sizeBytes, updated_at: saved.updatedAt.toISOString() });
       },
     }),

@@ -32,7 +32,9 @@ export const fetchAgentHealth: AgentHealth = async (agentUrl) => {
 /**
  * Ends sessions nobody uses, every ~5 s (CONTRACT: "inactivity is checked about every 5 s"):
  * - idle: no CDP client for timeout_seconds, counting the agent's clients and the ones
- *   this service proxies; idle since the latest of start, a client seen, a client closed;
+ *   this service proxies; idle since the latest of start, lease, a client seen, a client
+ *   closed (a pool's browser waiting for a lease is never idle-timed; its pool refills
+ *   whatever ends);
  * - owned by an invocation that finished (the safety net behind the PATCH hook);
  * - the browser is gone (the runtime no longer has it: browser_gone) or crashed (the
  *   runtime reports it Failed, with the reason in the log: browser_crashed).
@@ -99,11 +101,14 @@ export class IdleReaper {
       } else if (!observed || observed.phase === 'Gone') await this.end(row, DELETE_REASONS.gone);
       return;
     }
+    // A browser waiting in its pool is idle by design; only a lease can time out.
+    if (row.pool_id !== null && row.leased_at === null) return;
     if (agent.connections > 0 || (this.options.connections?.count(row.id) ?? 0) > 0) {
       this.lastBusy.set(row.id, now);
       return;
     }
-    const marks = [row.started_at, this.lastBusy.get(row.id), this.options.connections?.lastClosedAt(row.id)];
+    // A lease starts its idle clock afresh: activity before it belonged to someone else.
+    const marks = [row.started_at, row.leased_at ?? undefined, this.lastBusy.get(row.id), this.options.connections?.lastClosedAt(row.id)];
     // The agent's clock is the host's; trust its idle_since only when it is not ahead of ours.
     if (agent.idleSince && agent.idleSince <= now) marks.push(agent.idleSince);
     const idleSince = Math.max(...marks.filter((d): d is Date => d !== undefined).map((d) => d.getTime()));

@@ -143,6 +143,7 @@ export const browserSessionSchema = z
     kiosk_mode: z.boolean(),
     timeout_seconds: z.number(),
     name: z.string().optional(),
+    pool: z.object({ id: z.string(), name: z.string().optional() }).optional().describe('The pool this browser is leased from'),
     start_url: z.string().optional(),
     proxy_id: z.string().optional(),
     profile: z

@@ -48,6 +48,12 @@ export const DELETE_REASONS = {
   gone: 'browser_gone',
   crashed: 'browser_crashed',
   interrupted: 'launch_interrupted',
+  poolFlushed: 'pool_flushed',
+  poolDeleted: 'pool_deleted',
+  poolReleased: 'pool_released',
+  poolShrunk: 'pool_shrunk',
+  poolRefreshed: 'pool_refreshed',
+  poolResetFailed: 'pool_reset_failed',
 } as const;
 
 export async function getSession(db: Queryable, scope: Scope, idOrName: string, includeDeleted = false): Promise<SessionRow> {
@@ -176,6 +182,14 @@ async function enforceCaps(deps: AppDeps, db: Queryable, scope: Scope): Promise<
   }
 }
 
+/** How many more browsers the project may run now under its cap and the org's (pool fill). */
+export async function sessionRoom(deps: AppDeps, db: Queryable, scope: Scope): Promise<number> {
+  const projectCap =
+    (await getLimits(db, scope.projectId)).max_concurrent_sessions ?? (await getOrg(db, scope.orgId)).default_project_max_concurrent_sessions;
+  const live = await countLiveSessions(db, scope);
+  return Math.min(projectCap === null ? Number.POSITIVE_INFINITY : projectCap - live.project, deps.settings.orgMaxConcurrentSessions - live.org);
+}
+
 function concurrencyLimitExceeded(message: string, code: string, cap: number, active: number): AppError {
   return new AppError(429, 'concurrency_limit_exceeded', `${message}; delete one or raise the limit`, {
     details: [{ code, message: `limit ${cap}, active ${active}` }],
@@ -189,8 +203,25 @@ function concurrencyLimitExceeded(message: string, code: string, cap: number, ac
  * reason; the caller gets a 5xx that the SDK is told not to retry (a retry would launch again).
  */
 export async function createSession(deps: AppDeps, scope: Scope, input: CreateBrowserInput): Promise<SessionRow> {
-  const runtime = deps.runtime;
   const { row, spec } = await admitSession(deps, scope, input);
+  await launchAdmitted(deps, row, spec);
+  const running = await findSession(deps.db, scope, row.id, { includeDeleted: true });
+  if (!running || running.deleted_at !== null) {
+    // Deleted while it started (its invocation finished, or a DELETE by name): it stays deleted.
+    await deps.runtime.terminate(row.id, { graceMs: TERMINATE_GRACE_MS });
+    throw conflict('browser_deleted', 'The browser session was deleted while it was starting');
+  }
+  return running;
+}
+
+/**
+ * Launches an admitted browser (bounded by the launch timeout) and records where its agent
+ * listens. A launch that fails or times out leaves no browser and a deleted row with the
+ * reason; the error is a 5xx that the SDK is told not to retry (a retry would launch again).
+ * Shared by POST /browsers and the pools' warm fill.
+ */
+export async function launchAdmitted(deps: AppDeps, row: Pick<SessionRow, 'id'>, spec: BrowserLaunchSpec): Promise<void> {
+  const runtime = deps.runtime;
   const launchTimeoutMs = deps.settings.browserLaunchTimeoutMs;
   const timeout = AbortSignal.timeout(launchTimeoutMs);
   const failLaunch = async (reason: string, error: AppError) => {
@@ -217,13 +248,6 @@ export async function createSession(deps: AppDeps, scope: Scope, input: CreateBr
   }
   const now = deps.clock.now();
   await markRunning(deps.db, row.id, { agentUrl: observed.agentUrl, startedAt: now, now });
-  const running = await findSession(deps.db, scope, row.id, { includeDeleted: true });
-  if (!running || running.deleted_at !== null) {
-    // Deleted while it started (its invocation finished, or a DELETE by name): it stays deleted.
-    await runtime.terminate(row.id, { graceMs: TERMINATE_GRACE_MS });
-    throw conflict('browser_deleted', 'The browser session was deleted while it was starting');
-  }
-  return running;
 }
 
 /**

@@ -36,6 +36,13 @@ export interface SessionRow {
   updated_at: Date;
   deleted_at: Date | null;
   deleted_reason: string | null;
+  /** Set for a browser of a pool; leased_at while a client holds it (else it is idle in the pool). */
+  pool_id: string | null;
+  pool_generation: number | null;
+  leased_at: Date | null;
+  lease_seq: number;
+  /** Joined from browser_pools. */
+  pool_name: string | null;
   /** Joined from profiles. */
   profile_name: string | null;
   profile_created_at: Date | null;
@@ -43,13 +50,25 @@ export interface SessionRow {
   profile_last_used_at: Date | null;
 }
 
-const SELECT = `SELECT s.id, s.org_id, s.project_id, s.name, s.headless, s.stealth, s.gpu, s.kiosk_mode, s.start_url,
+const COLUMNS = `s.id, s.org_id, s.project_id, s.name, s.headless, s.stealth, s.gpu, s.kiosk_mode, s.start_url,
     s.timeout_seconds, s.proxy_id, s.profile_id, s.profile_save_changes, s.viewport_width, s.viewport_height,
     s.viewport_refresh_rate, s.chrome_policy, s.tags, s.telemetry, s.invocation_id, s.phase, s.agent_url, s.started_at,
-    s.created_at, s.updated_at, s.deleted_at, s.deleted_reason,
+    s.created_at, s.updated_at, s.deleted_at, s.deleted_reason, s.pool_id, s.pool_generation, s.leased_at, s.lease_seq,
+    bp.name AS pool_name,
     p.name AS profile_name, p.created_at AS profile_created_at, p.updated_at AS profile_updated_at,
-    p.last_used_at AS profile_last_used_at
-  FROM browser_sessions s LEFT JOIN profiles p ON p.id = s.profile_id`;
+    p.last_used_at AS profile_last_used_at`;
+const JOINS = 'LEFT JOIN profiles p ON p.id = s.profile_id LEFT JOIN browser_pools bp ON bp.id = s.pool_id';
+
+/** SessionRows read from `source` (a table or a CTE with browser_sessions' columns), aliased `s`. */
+export const selectSessionsFrom = (source: string): string => `SELECT ${COLUMNS} FROM ${source} s ${JOINS}`;
+
+const SELECT = selectSessionsFrom('browser_sessions');
+
+/**
+ * What clients see as sessions: every browser outside pools, and a pool's browser while it
+ * is leased (or ended after a lease). A browser waiting idle in its pool is nobody's session.
+ */
+const VISIBLE = `(s.pool_id IS NULL OR s.leased_at IS NOT NULL OR (s.deleted_at IS NOT NULL AND s.lease_seq > 0))`;
 
 const nameKey = (name: string | null) => (name === null ? null : foldName(name));
 
@@ -70,6 +89,8 @@ export interface NewSession {
   tags: Record<string, string>;
   telemetry: TelemetryConfig | null;
   invocationId: string | null;
+  /** A browser warmed for a pool, made with the pool's configuration of this generation. */
+  pool?: { id: string; generation: number };
   now: Date;
 }
 
@@ -77,8 +98,8 @@ export async function insertSession(db: Queryable, scope: Scope, s: NewSession):
   await db.query(
     `INSERT INTO browser_sessions (id, org_id, project_id, name, name_key, headless, stealth, gpu, kiosk_mode, start_url,
         timeout_seconds, proxy_id, profile_id, profile_save_changes, viewport_width, viewport_height, viewport_refresh_rate,
-        chrome_policy, tags, telemetry, invocation_id, phase, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, 'starting', $22, $22)`,
+        chrome_policy, tags, telemetry, invocation_id, phase, created_at, updated_at, pool_id, pool_generation)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, 'starting', $22, $22, $23, $24)`,
     [
       s.id,
       scope.orgId,
@@ -102,6 +123,8 @@ export async function insertSession(db: Queryable, scope: Scope, s: NewSession):
       s.telemetry === null ? null : JSON.stringify(s.telemetry),
       s.invocationId,
       s.now,
+      s.pool?.id ?? null,
+      s.pool?.generation ?? null,
     ],
   );
 }
@@ -115,14 +138,17 @@ export async function findSession(
 ): Promise<SessionRow | undefined> {
   const { rows } = await db.query<SessionRow>(
     `${SELECT}
-      WHERE s.org_id = $1 AND s.project_id = $2 AND ($4 OR s.deleted_at IS NULL) AND (s.id = $3 OR s.name_key = $5)
+      WHERE s.org_id = $1 AND s.project_id = $2 AND ($4 OR s.deleted_at IS NULL) AND (s.id = $3 OR s.name_key = $5) AND ${VISIBLE}
       ORDER BY (s.id = $3) DESC, (s.deleted_at IS NULL) DESC, s.created_at DESC, s.seq DESC LIMIT 1`,
     [scope.orgId, scope.projectId, idOrName, options.includeDeleted === true, foldName(idOrName)],
   );
   return rows[0];
 }
 
-/** A live session by id alone, across tenants: for the CDP proxy, whose token names the session. */
+/**
+ * A live browser by id alone, across tenants and including idle pool browsers: for the CDP
+ * proxy (whose token names the session and lease) and the agent's profile archive.
+ */
 export async function findLiveSessionById(db: Queryable, id: string): Promise<SessionRow | undefined> {
   const { rows } = await db.query<SessionRow>(`${SELECT} WHERE s.id = $1 AND s.deleted_at IS NULL`, [id]);
   return rows[0];
@@ -164,7 +190,7 @@ export async function listSessions(db: Queryable, scope: Scope, filter: SessionF
   const query = filter.query === undefined ? null : escapeLike(filter.query);
   const { rows } = await db.query<SessionRow>(
     `${SELECT}
-      WHERE s.org_id = $1 AND s.project_id = $2
+      WHERE s.org_id = $1 AND s.project_id = $2 AND ${VISIBLE}
         AND ($3::text = 'all' OR ($3::text = 'active') = (s.deleted_at IS NULL))
         AND ($4::jsonb IS NULL OR s.tags @> $4::jsonb)
         AND ($5::text IS NULL
