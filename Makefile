@@ -52,6 +52,7 @@ test: deps test-packages ## Everything CI runs: lint, type check, and every test
 bench: build system-packages ## Benchmarks; print figures and ratios against a baseline from the same run
 	node dist/bench/run.js
 	node dist/bench/sessions.js
+	node dist/bench/pools.js
 
 clean: ## Remove build output (keeps .data)
 	rm -rf dist .test-results

@@ -1,0 +1,315 @@
+/**
+ * Pool benchmark. In one run, on this machine:
+ * - acquire latency from a warm pool at 1, 10 and 50 concurrent clients: each acquire's
+ *   HTTP round trip (undici, keep-alive sockets), p50 and p99, beside GET /healthz at the
+ *   same concurrency (the HTTP stack alone: the baseline) and GET /browser_pools/{id}
+ *   (auth and one pool lookup);
+ * - refill: a pool of 10 from POST .../flush until all 10 are idle again, beside 10 bare
+ *   Chromiums (same binary, flags and user as the agent) started with the parallelism
+ *   the service fills with, from the first spawn until every CDP endpoint answers.
+ * Targets from the issue: acquire p50 under 5 ms and p99 under 25 ms.
+ */
+import type { ChildProcess } from 'node:child_process';
+import os from 'node:os';
+import { createInterface } from 'node:readline';
+import { Agent, request } from 'undici';
+import { resolveSystemUser } from '../agent/src/system-user.js';
+import { launchBareChromium, type BareChromium } from './chromium.js';
+import { listeningUrl, startBuiltService } from './service-process.js';
+
+const POOL_SIZE = Number(process.env.BENCH_POOL_SIZE ?? 50);
+const SAMPLES = Number(process.env.BENCH_ACQUIRE_SAMPLES ?? 200);
+const REFILL_SIZE = Number(process.env.BENCH_REFILL_SIZE ?? 10);
+const REFILL_RUNS = Number(process.env.BENCH_REFILL_RUNS ?? 1);
+const LEVELS = [1, 10, 50];
+const TARGET_P50_MS = 5;
+const TARGET_P99_MS = 25;
+// Generous: 50 Chromiums, a few at a time, on a small shared machine take a while.
+const FILL_TIMEOUT_MS = 300_000;
+const POLL_MS = 20;
+const SETTLE_MS = 1000;
+// The service's warm launches in flight at once (PoolManager's default launchConcurrency).
+const LAUNCH_CONCURRENCY = Math.max(2, os.availableParallelism());
+
+interface Answer {
+  status: number;
+  ms: number;
+  body: unknown;
+}
+
+interface Pool {
+  id: string;
+  available_count: number;
+  acquired_count: number;
+}
+
+/** Raw HTTP over keep-alive sockets, timed from the call until the body is read. */
+class Client {
+  private readonly dispatcher = new Agent();
+  constructor(
+    private readonly url: string,
+    private readonly key: string,
+  ) {}
+
+  async call(method: 'GET' | 'POST' | 'DELETE', route: string, body?: unknown): Promise<Answer> {
+    const t0 = performance.now();
+    const res = await request(this.url + route, {
+      method,
+      dispatcher: this.dispatcher,
+      headers: { authorization: `Bearer ${this.key}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    const text = await res.body.text();
+    const ms = performance.now() - t0;
+    return { status: res.statusCode, ms, body: text ? (JSON.parse(text) as unknown) : undefined };
+  }
+
+  async expect(status: number, method: 'GET' | 'POST' | 'DELETE', route: string, body?: unknown): Promise<Answer> {
+    const answer = await this.call(method, route, body);
+    if (answer.status !== status) throw new Error(`${method} ${route}: ${answer.status} ${JSON.stringify(answer.body)}`);
+    return answer;
+  }
+
+  /** `count` requests at once, each timed on its own. */
+  async together(count: number, method: 'GET' | 'POST', route: string, body?: unknown): Promise<Answer[]> {
+    return Promise.all(Array.from({ length: count }, () => this.call(method, route, body)));
+  }
+
+  close(): Promise<void> {
+    return this.dispatcher.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const user = await resolveSystemUser('browserplane');
+  const service = await startBuiltService();
+  let client: Client | undefined;
+  try {
+    const warmTimes = tapWarmTimes(service.child);
+    client = new Client(await listeningUrl(service.child), service.key);
+    printMachine(user?.name ?? os.userInfo().username);
+    const acquire = await measureAcquire(client);
+    const refill = await measureRefill(client, user, warmTimes);
+    printAcquire(acquire);
+    printRefill(refill);
+  } finally {
+    await client?.close();
+    await service.stop();
+  }
+}
+
+function printMachine(userName: string): void {
+  const cpus = os.cpus();
+  const gib = (bytes: number) => (bytes / 1024 ** 3).toFixed(1);
+  console.log(`\nMachine: ${cpus.length} cores (${cpus[0]?.model ?? 'unknown'}), ${gib(os.totalmem())} GiB memory (${gib(os.freemem())} free)`);
+  console.log(`Load average at start: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}; browsers headless, sandboxed as ${userName}`);
+}
+
+interface LevelResult {
+  clients: number;
+  healthz: number[];
+  lookup: number[];
+  acquire: number[];
+}
+
+/**
+ * Waves of `c` clients acquiring at once, each finding an idle browser, so the figure is
+ * the lease itself and never a wait. A round is as many waves as the pool has browsers
+ * for (50 single acquires, 5 waves of 10, 1 of 50); then every lease is released with
+ * reuse (not measured) and the round ends when the pool is full again, so resets never
+ * overlap a measure. Each wave is preceded by the two baselines at the same
+ * concurrency, taken when the pool is just as quiet.
+ */
+async function measureAcquire(client: Client): Promise<LevelResult[]> {
+  const levels = LEVELS.filter((c) => c <= POOL_SIZE);
+  const skipped = LEVELS.filter((c) => c > POOL_SIZE);
+  if (skipped.length) console.log(`Skipping ${skipped.join(', ')} clients: more than BENCH_POOL_SIZE=${POOL_SIZE} idle browsers`);
+  const pool = (await client.expect(200, 'POST', '/browser_pools', { name: 'bench-acquire', size: POOL_SIZE, fill_rate_per_minute: 6000, headless: true }))
+    .body as Pool;
+  const route = `/browser_pools/${pool.id}`;
+  const fillMs = await waitForAvailable(client, route, POOL_SIZE, FILL_TIMEOUT_MS);
+  console.log(`Pool of ${POOL_SIZE} warm in ${(fillMs / 1000).toFixed(1)} s`);
+  await settle();
+
+  const results: LevelResult[] = [];
+  for (const c of levels) {
+    const t0 = performance.now();
+    const result: LevelResult = { clients: c, healthz: [], lookup: [], acquire: [] };
+    let rounds = 0;
+    while (result.acquire.length < SAMPLES) {
+      const leased: string[] = [];
+      for (let wave = 0; wave < Math.floor(POOL_SIZE / c) && result.acquire.length < SAMPLES; wave++) {
+        leased.push(...(await acquireWave(client, route, c, result)));
+      }
+      await Promise.all(leased.map((id) => client.expect(204, 'POST', `${route}/release`, { session_id: id, reuse: true })));
+      await waitForAvailable(client, route, POOL_SIZE, FILL_TIMEOUT_MS);
+      rounds++;
+    }
+    console.log(`${c} client(s): ${result.acquire.length} acquires in ${rounds} round(s), ${((performance.now() - t0) / 1000).toFixed(1)} s with releases`);
+    results.push(result);
+  }
+  await client.expect(204, 'DELETE', route, { force: true });
+  return results;
+}
+
+/** One wave: the baselines, then `c` acquires at once; the leased session ids. */
+async function acquireWave(client: Client, route: string, c: number, result: LevelResult): Promise<string[]> {
+  // Every client gets an open socket first, so no measure pays a TCP connect.
+  await client.together(c, 'GET', '/healthz');
+  result.healthz.push(...(await client.together(c, 'GET', '/healthz')).map((a) => a.ms));
+  result.lookup.push(...(await client.together(c, 'GET', route)).map((a) => a.ms));
+  const leases = await client.together(c, 'POST', `${route}/acquire`, {});
+  const ids = leases.filter((a) => a.status === 200).map((a) => (a.body as { session_id: string }).session_id);
+  const failed = leases.find((a) => a.status !== 200);
+  if (failed) {
+    await Promise.all(ids.map((id) => client.call('POST', `${route}/release`, { session_id: id, reuse: true })));
+    throw new Error(`acquire answered ${failed.status} ${JSON.stringify(failed.body)} though an idle browser waited for every client`);
+  }
+  result.acquire.push(...leases.map((a) => a.ms));
+  return ids;
+}
+
+interface RefillResult {
+  bareWallMs: number[];
+  bareEachMs: number[];
+  flushMs: number[];
+  refillMs: number[];
+  /** Each refilled browser's launch → ready, from the service's log. */
+  warmEachMs: number[];
+}
+
+/**
+ * A flushed pool of 10 back to 10 idle browsers, beside 10 bare Chromiums started with
+ * the parallelism the pool fills with (fill_rate_per_minute 6000 allows the whole pool at
+ * once, so the service's launch slots are the limit). Alternated, with a settle before
+ * each, so drift in machine load hits both alike.
+ */
+async function measureRefill(client: Client, user: { uid: number; gid: number } | undefined, warmTimes: Map<string, number[]>): Promise<RefillResult> {
+  const pool = (
+    await client.expect(200, 'POST', '/browser_pools', { name: 'bench-refill', size: REFILL_SIZE, fill_rate_per_minute: 6000, headless: true })
+  ).body as Pool;
+  const route = `/browser_pools/${pool.id}`;
+  await waitForAvailable(client, route, REFILL_SIZE, FILL_TIMEOUT_MS);
+  const result: RefillResult = { bareWallMs: [], bareEachMs: [], flushMs: [], refillMs: [], warmEachMs: [] };
+  const warmed = () => warmTimes.get(pool.id) ?? [];
+  for (let run = 0; run < REFILL_RUNS; run++) {
+    await settle();
+    const t0 = performance.now();
+    const bares = await launchSeveral(REFILL_SIZE, user);
+    result.bareWallMs.push(performance.now() - t0);
+    result.bareEachMs.push(...bares.map((b) => b.readyMs));
+    await Promise.all(bares.map((b) => b.stop()));
+
+    await settle();
+    const before = warmed().length;
+    const t1 = performance.now();
+    await client.expect(204, 'POST', `${route}/flush`);
+    result.flushMs.push(performance.now() - t1);
+    await waitForAvailable(client, route, REFILL_SIZE, FILL_TIMEOUT_MS, { mustDrop: true });
+    result.refillMs.push(performance.now() - t1);
+    result.warmEachMs.push(...warmed().slice(before));
+  }
+  await client.expect(204, 'DELETE', route, { force: true });
+  return result;
+}
+
+/** Each pool browser's launch → ready time the service logs ('pool browser warm'), by pool id. */
+function tapWarmTimes(child: ChildProcess): Map<string, number[]> {
+  const byPool = new Map<string, number[]>();
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    let entry: { msg?: string; poolId?: string; ms?: number };
+    try {
+      entry = JSON.parse(line) as typeof entry;
+    } catch {
+      return; // not a log line
+    }
+    if (entry.msg !== 'pool browser warm' || !entry.poolId || typeof entry.ms !== 'number') return;
+    byPool.set(entry.poolId, [...(byPool.get(entry.poolId) ?? []), entry.ms]);
+  });
+  return byPool;
+}
+
+/** `count` bare Chromiums, LAUNCH_CONCURRENCY in flight at a time, as the pool fills. */
+async function launchSeveral(count: number, user: { uid: number; gid: number } | undefined): Promise<BareChromium[]> {
+  const bares: BareChromium[] = [];
+  let next = 0;
+  const slot = async () => {
+    while (next < count) {
+      next++;
+      bares.push(await launchBareChromium(user));
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(LAUNCH_CONCURRENCY, count) }, slot));
+  return bares;
+}
+
+/**
+ * Polls the pool until `target` browsers are idle; ms waited. With mustDrop, a count
+ * already at target counts only once it has been seen below it, so a flush that empties
+ * the pool after answering cannot pass for an instant refill.
+ */
+async function waitForAvailable(client: Client, route: string, target: number, timeoutMs: number, options: { mustDrop?: boolean } = {}): Promise<number> {
+  const t0 = performance.now();
+  let dropped = !options.mustDrop;
+  for (;;) {
+    const pool = (await client.expect(200, 'GET', route)).body as Pool;
+    if (pool.available_count < target) dropped = true;
+    else if (dropped) return performance.now() - t0;
+    if (performance.now() - t0 > timeoutMs) {
+      throw new Error(`pool ${route} has ${pool.available_count}/${target} idle after ${timeoutMs} ms (acquired ${pool.acquired_count})`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+const quantile = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))]!;
+const ms = (value: number) => (value < 10 ? value.toFixed(2) : value.toFixed(1));
+
+function printAcquire(results: LevelResult[]): void {
+  console.log(`\nAcquire from a warm pool of ${POOL_SIZE}: c clients at once per round, ~${SAMPLES} samples per level, undici keep-alive over loopback\n`);
+  console.log('| clients | measure | samples | p50 ms | p99 ms | p50 vs baseline | p99 vs baseline |');
+  console.log('|---|---|---|---|---|---|---|');
+  const missed: string[] = [];
+  for (const r of results) {
+    const base50 = quantile(r.healthz, 0.5);
+    const base99 = quantile(r.healthz, 0.99);
+    const rows: [string, number[]][] = [
+      ['GET /healthz (baseline)', r.healthz],
+      ['GET /browser_pools/{id}', r.lookup],
+      ['POST /browser_pools/{id}/acquire', r.acquire],
+    ];
+    for (const [name, values] of rows) {
+      const p50 = quantile(values, 0.5);
+      const p99 = quantile(values, 0.99);
+      console.log(`| ${r.clients} | ${name} | ${values.length} | ${ms(p50)} | ${ms(p99)} | ${(p50 / base50).toFixed(2)}x | ${(p99 / base99).toFixed(2)}x |`);
+    }
+    const p50 = quantile(r.acquire, 0.5);
+    const p99 = quantile(r.acquire, 0.99);
+    // The baseline beside a miss tells a slow acquire from a machine too busy for any request.
+    if (p50 >= TARGET_P50_MS) missed.push(`${r.clients} clients: acquire p50 ${ms(p50)} ms ≥ ${TARGET_P50_MS} ms (GET /healthz alone: ${ms(base50)} ms)`);
+    if (p99 >= TARGET_P99_MS) missed.push(`${r.clients} clients: acquire p99 ${ms(p99)} ms ≥ ${TARGET_P99_MS} ms (GET /healthz alone: ${ms(base99)} ms)`);
+  }
+  console.log(`\nTargets (acquire p50 < ${TARGET_P50_MS} ms, p99 < ${TARGET_P99_MS} ms): ${missed.length ? `MISSED\n- ${missed.join('\n- ')}` : 'met at every level'}`);
+}
+
+function printRefill(r: RefillResult): void {
+  const median = (values: number[]) => quantile(values, 0.5);
+  const base = median(r.bareWallMs);
+  const runs = REFILL_RUNS === 1 ? 'one run' : `${REFILL_RUNS} alternating runs, median`;
+  console.log(`\nRefill: pool of ${REFILL_SIZE} (fill_rate_per_minute 6000) after a flush, ${runs}\n`);
+  console.log('| measure | wall time | ratio to baseline |');
+  console.log('|---|---|---|');
+  console.log(`| ${REFILL_SIZE} bare Chromiums, ${LAUNCH_CONCURRENCY} at a time, first spawn → last CDP answers (baseline) | ${ms(base)} ms | 1.00x |`);
+  console.log(`| POST flush → available_count ${REFILL_SIZE} again | ${ms(median(r.refillMs))} ms | ${(median(r.refillMs) / base).toFixed(2)}x |`);
+  console.log(
+    `\nRuns: bare ${r.bareWallMs.map(ms).join(', ')} ms (one Chromium p50 ${ms(median(r.bareEachMs))} ms); ` +
+      `refill ${r.refillMs.map(ms).join(', ')} ms, of which the flush answer ${r.flushMs.map(ms).join(', ')} ms ` +
+      `(one pool browser launch → ready p50 ${r.warmEachMs.length ? ms(median(r.warmEachMs)) : '?'} ms, service log)`,
+  );
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
