@@ -2,6 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { systemClock } from '../../api/src/clock.js';
 import { poolManager } from '../../api/src/modules/browser-pools/manager.js';
+import { createCdpTokens } from '../../api/src/modules/browsers/cdp-token.js';
+import { IdleReaper } from '../../api/src/modules/browsers/reaper.js';
+import { rawTar } from '../support/raw-tar.js';
+import { archiveRequest } from './browsers-profile.fixtures.js';
 import type { HttpClient, HttpResponse } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createPool, expectError, ORG_CAP, type Pool } from './browser-pools.fixtures.js';
@@ -322,5 +326,49 @@ describe('flush, PATCH discard_all_idle and DELETE', () => {
     expect(await liveRows(pool.id)).toEqual([]);
     expect((await endedRows(pool.id)).every((r) => r.deleted_reason === 'pool_deleted')).toBe(true);
     expectError(await client.get(`/browser_pools/${pool.id}`), 404, 'not_found');
+  });
+});
+
+describe('lease idle timeout and refresh_on_profile_update', () => {
+  it('ends a lease idle for the pool’s timeout_seconds and warms a replacement, but never times out a browser waiting in the pool', async () => {
+    const { client, pool } = await warmPool(2, { timeout_seconds: 30 });
+    const lease = (await acquire(client, pool.id)).body;
+    const idle = (await liveRows(pool.id)).find((r) => r.leased_at === null)!.id;
+    agent.idleSince = new Date(Date.now() - 3_600_000); // the agent has had no client for an hour
+    // The reaper looks 31 s ahead: past the lease's 30 s, long past any idle pool browser's start.
+    const later = { now: () => new Date(Date.now() + 31_000) };
+    await new IdleReaper({ ...app.deps, clock: later }).tick();
+    expect((await endedRows(pool.id)).find((r) => r.id === lease.session_id)?.deleted_reason).toBe('idle_timeout');
+    expect((await liveRows(pool.id)).map((r) => r.id)).toContain(idle);
+    await until('replacement', () => liveRows(pool.id), (rows) => rows.length === 2 && rows.every((r) => r.id !== lease.session_id));
+  });
+
+  it('rebuilds the idle browsers of pools that refresh on a profile when a session saves it', async () => {
+    const { http: client } = await newProject(app.tenant.http);
+    expect((await client.post('/profiles', { name: 'shared-login' })).status).toBe(200);
+    const refreshing = await createPool(client, { size: 2, headless: true, fill_rate_per_minute: 6000, profile: { name: 'shared-login' } });
+    const fixed = await createPool(client, { size: 1, headless: true, fill_rate_per_minute: 6000, profile: { name: 'shared-login' }, refresh_on_profile_update: false });
+    expect(refreshing.browser_pool_config.refresh_on_profile_update).toBe(true);
+    for (const [p, size] of [[refreshing, 2], [fixed, 1]] as const) {
+      await until('fill', async () => (await client.get<Pool>(`/browser_pools/${p.id}`)).body, (b) => b.available_count === size);
+    }
+    const before = (await liveRows(refreshing.id)).map((r) => r.id);
+    const fixedBefore = (await liveRows(fixed.id)).map((r) => r.id);
+    const leased = (await acquire(client, refreshing.id)).body.session_id;
+
+    // A session writes the profile back, as its agent does when it ends.
+    const writer = (await client.post<Lease>('/browsers', { headless: true, profile: { name: 'shared-login', save_changes: true } })).body;
+    const token = (await createCdpTokens(app.deps).issue(writer.session_id, 'profile')).token;
+    const saved = await archiveRequest(app.url, writer.session_id, token, {
+      method: 'PUT',
+      body: rawTar([{ path: 'Default/', type: 'Directory' }, { path: 'Default/Preferences', body: '{"saved":2}' }]),
+    });
+    expect(saved.status).toBe(200);
+
+    const after = await until('rebuild', () => liveRows(refreshing.id), (rows) => rows.length === 2 && rows.filter((r) => before.includes(r.id)).length === 1);
+    // The leased browser is left to its holder; the idle one was rebuilt.
+    expect(after.map((r) => r.id)).toContain(leased);
+    expect((await endedRows(refreshing.id)).map((r) => r.deleted_reason)).toEqual(['pool_refreshed']);
+    expect((await liveRows(fixed.id)).map((r) => r.id)).toEqual(fixedBefore);
   });
 });
