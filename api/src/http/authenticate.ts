@@ -1,7 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { Queryable } from '../db/pool.js';
 import { hashApiKey } from '../modules/api-keys/key-material.js';
-import { findApiKeyByHash } from '../modules/api-keys/store.js';
+import { findApiKeyForRequest } from '../modules/api-keys/store.js';
 import { findDefaultProject, findProject, type ProjectRow } from '../modules/projects/store.js';
 import type { AuthContext } from './auth-context.js';
 import { AppError, forbidden, unauthorized } from './errors.js';
@@ -24,7 +24,7 @@ export async function authenticate(
   if (!match?.[1]) {
     throw unauthorized('Send your API key as "Authorization: Bearer <key>"');
   }
-  const key = await findApiKeyByHash(db, hashApiKey(match[1]));
+  const key = await findApiKeyForRequest(db, hashApiKey(match[1]));
   if (!key || key.deleted_at) throw unauthorized('The API key is not valid');
   if (key.expires_at && key.expires_at.getTime() <= clock.now().getTime()) {
     throw unauthorized('The API key has expired');
@@ -35,7 +35,11 @@ export async function authenticate(
     return { orgId: key.org_id, apiKey, project: null };
   }
   const named = headers.projectHeader?.trim() || undefined;
-  const project = await resolveProject(db, key.org_id, key.project_id, named);
+  // The common case (no project named) needs no second query.
+  const project =
+    named === undefined && key.implicit_project_id !== null && key.implicit_project_name !== null
+      ? { id: key.implicit_project_id, name: key.implicit_project_name }
+      : await resolveProject(db, key.org_id, key.project_id, named);
   return { orgId: key.org_id, apiKey, project: { id: project.id, name: project.name } };
 }
 

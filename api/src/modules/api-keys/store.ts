@@ -61,6 +61,34 @@ export async function insertApiKey(db: Queryable, input: NewApiKey): Promise<Api
 }
 
 /** The row for a presented key, deleted and expired ones included: the caller decides. */
+/**
+ * The key with the project a request acts in when it names none: the key's own project
+ * (project-scoped keys) or the org's default project (org-wide keys), in one round trip,
+ * since every authenticated request starts here. implicit_project_* are null when that
+ * project does not exist (any more).
+ */
+export async function findApiKeyForRequest(db: Queryable, hash: Buffer) {
+  const { rows } = await db.query<{
+    id: string;
+    name: string;
+    org_id: string;
+    project_id: string | null;
+    expires_at: Date | null;
+    deleted_at: Date | null;
+    implicit_project_id: string | null;
+    implicit_project_name: string | null;
+  }>(
+    `SELECT k.id, k.name, k.org_id, k.project_id, k.expires_at, k.deleted_at,
+            p.id AS implicit_project_id, p.name AS implicit_project_name
+       FROM api_keys k
+       LEFT JOIN projects p ON p.org_id = k.org_id AND p.deleted_at IS NULL
+            AND (CASE WHEN k.project_id IS NULL THEN p.is_default ELSE p.id = k.project_id END)
+      WHERE k.key_hash = $1`,
+    [hash],
+  );
+  return rows[0];
+}
+
 export async function findApiKeyByHash(
   db: Queryable,
   hash: Buffer,
