@@ -60,24 +60,27 @@ export async function insertApiKey(db: Queryable, input: NewApiKey): Promise<Api
   return (await findApiKey(db, input.orgId, id, { includeDeleted: true }))!;
 }
 
-/** The row for a presented key, deleted and expired ones included: the caller decides. */
+/** A presented key's row, deleted and expired ones included: the caller decides. */
+export interface PresentedKey {
+  id: string;
+  name: string;
+  org_id: string;
+  project_id: string | null;
+  expires_at: Date | null;
+  deleted_at: Date | null;
+}
+
 /**
- * The key with the project a request acts in when it names none: the key's own project
- * (project-scoped keys) or the org's default project (org-wide keys), in one round trip,
- * since every authenticated request starts here. implicit_project_* are null when that
- * project does not exist (any more).
+ * The presented key with the project a request acts in when it names none: the key's own
+ * project (project-scoped keys) or the org's default project (org-wide keys), in one round
+ * trip, since every authenticated request starts here. implicit_project_* are null when
+ * that project does not exist (any more).
  */
-export async function findApiKeyForRequest(db: Queryable, hash: Buffer) {
-  const { rows } = await db.query<{
-    id: string;
-    name: string;
-    org_id: string;
-    project_id: string | null;
-    expires_at: Date | null;
-    deleted_at: Date | null;
-    implicit_project_id: string | null;
-    implicit_project_name: string | null;
-  }>(
+export async function findApiKeyForRequest(
+  db: Queryable,
+  hash: Buffer,
+): Promise<(PresentedKey & { implicit_project_id: string | null; implicit_project_name: string | null }) | undefined> {
+  const { rows } = await db.query<PresentedKey & { implicit_project_id: string | null; implicit_project_name: string | null }>(
     `SELECT k.id, k.name, k.org_id, k.project_id, k.expires_at, k.deleted_at,
             p.id AS implicit_project_id, p.name AS implicit_project_name
        FROM api_keys k
@@ -89,18 +92,8 @@ export async function findApiKeyForRequest(db: Queryable, hash: Buffer) {
   return rows[0];
 }
 
-export async function findApiKeyByHash(
-  db: Queryable,
-  hash: Buffer,
-): Promise<{ id: string; name: string; org_id: string; project_id: string | null; expires_at: Date | null; deleted_at: Date | null } | undefined> {
-  const { rows } = await db.query<{
-    id: string;
-    name: string;
-    org_id: string;
-    project_id: string | null;
-    expires_at: Date | null;
-    deleted_at: Date | null;
-  }>('SELECT id, name, org_id, project_id, expires_at, deleted_at FROM api_keys WHERE key_hash = $1', [hash]);
+export async function findApiKeyByHash(db: Queryable, hash: Buffer): Promise<PresentedKey | undefined> {
+  const { rows } = await db.query<PresentedKey>('SELECT id, name, org_id, project_id, expires_at, deleted_at FROM api_keys WHERE key_hash = $1', [hash]);
   return rows[0];
 }
 

@@ -208,8 +208,7 @@ export class PoolManager {
       pool ??= await getPool(this.deps.db, scope, idOrName);
       const waitSeconds = Math.min(input.acquire_timeout_seconds ?? defaultWaitSeconds(pool), MAX_ACQUIRE_WAIT_SECONDS);
       if (waitSeconds > 0 && !this.stopped) row = await this.wait(scope.projectId, pool.id, lease, waitSeconds * 1000, signal);
-      else if (this.queueOf(pool.id).length === 0) row = await this.tryLease({ id: pool.id }, lease);
-      else this.dropQueueIfEmpty(pool.id);
+      else if (!this.waiters.get(pool.id)?.length) row = await this.tryLease({ id: pool.id }, lease);
     }
     if (row === undefined) return undefined;
     if (signal.aborted) {
@@ -241,10 +240,6 @@ export class PoolManager {
     } catch (error) {
       throw sessionConflict(error, lease.name);
     }
-  }
-
-  private dropQueueIfEmpty(poolId: string): void {
-    if (this.waiters.get(poolId)?.length === 0) this.waiters.delete(poolId);
   }
 
   private wait(projectId: string, poolId: string, lease: Lease, ms: number, signal: AbortSignal): Promise<SessionRow | undefined> {
