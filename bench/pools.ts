@@ -14,6 +14,7 @@ import os from 'node:os';
 import { createInterface } from 'node:readline';
 import { Agent, request } from 'undici';
 import { resolveSystemUser } from '../agent/src/system-user.js';
+import { defaultPoolLaunchConcurrency } from '../api/src/modules/browser-pools/manager.js';
 import { launchBareChromium, type BareChromium } from './chromium.js';
 import { listeningUrl, startBuiltService } from './service-process.js';
 
@@ -28,8 +29,8 @@ const TARGET_P99_MS = 25;
 const FILL_TIMEOUT_MS = 300_000;
 const POLL_MS = 20;
 const SETTLE_MS = 1000;
-// The service's warm launches in flight at once (PoolManager's default launchConcurrency).
-const LAUNCH_CONCURRENCY = Math.max(2, os.availableParallelism());
+// The service's warm launches in flight at once (the default of BROWSERPLANE_POOL_LAUNCH_CONCURRENCY).
+const LAUNCH_CONCURRENCY = defaultPoolLaunchConcurrency();
 
 interface Answer {
   status: number;

@@ -27,6 +27,10 @@ export interface AppSettings {
    * while unset, sessions with a profile are refused (503).
    */
   internalUrl?: string | undefined;
+  /** Warm pool launches in flight at once in this process (default max(2, cores)). */
+  poolLaunchConcurrency?: number | undefined;
+  /** Pools start no browser below this much available memory (default 512 MiB). */
+  poolMinFreeMemoryBytes?: number | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

@@ -59,6 +59,16 @@ export const configSchema = z.object({
   BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: positiveInt(600000)
     .default(30000)
     .describe('How long creating a browser waits for it to be ready'),
+  BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: optionalString
+    .pipe(z.coerce.number<string | undefined>().int().min(1).max(256).optional())
+    .describe('Warm pool browsers this process launches at once, across pools (default: the number of cores, at least 2)'),
+  BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(1_048_576)
+    .default(512)
+    .describe('Pools start no warm browser while the machine has less memory available than this'),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')

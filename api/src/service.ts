@@ -55,6 +55,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
         orgMaxConcurrentSessions: config.BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS,
         publicUrl: config.BROWSERPLANE_PUBLIC_URL,
         browserLaunchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
+        poolLaunchConcurrency: config.BROWSERPLANE_POOL_LAUNCH_CONCURRENCY,
+        poolMinFreeMemoryBytes: config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
       },
       projectResources: allProjectResources(),
       sealer: createSealer(await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir)),

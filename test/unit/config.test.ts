@@ -15,6 +15,18 @@ describe('config', () => {
     expect(config.dataDir).toBe('/srv/app/.data');
   });
 
+  it('reads the pool settings: launch concurrency unset by default (the service picks from the cores), memory floor 512 MB', () => {
+    expect(parseConfig({})).toMatchObject({ BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: undefined, BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: 512 });
+    expect(parseConfig({ BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: '4', BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: '0' })).toMatchObject({
+      BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: 4,
+      BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: 0,
+    });
+    expect(parseConfig({ BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: '' }).BROWSERPLANE_POOL_LAUNCH_CONCURRENCY).toBeUndefined();
+    for (const env of [{ BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: '0' }, { BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: 'many' }, { BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: '-1' }]) {
+      expect(() => parseConfig(env)).toThrow(ConfigError);
+    }
+  });
+
   it('treats empty strings of optional settings as unset', () => {
     const config = parseConfig({ DATABASE_URL: '', BROWSERPLANE_API_KEY: '  ' });
     expect(config.DATABASE_URL).toBeUndefined();

@@ -37,17 +37,13 @@ const FILL_BURST_MS = 5_000;
 /** A pool whose launches fail waits this long before it tries again, doubling to MAX. */
 const FAILURE_BACKOFF_MS = 1_000;
 const MAX_FAILURE_BACKOFF_MS = 60_000;
-/** Warm browsers are not started while the machine has less memory available than this. */
+/** Warm browsers are not started while the machine has less memory available than this (default of the setting). */
 export const MIN_FREE_MEMORY_BYTES = 512 * 1024 * 1024;
+/** Warm launches in flight at once, across pools (this machine's share of the work; default of the setting). */
+export const defaultPoolLaunchConcurrency = (): number => Math.max(2, os.availableParallelism());
 
 /** One channel for every pool: "a browser of pool X became idle" (payload {pool_id}). */
 const IDLE_CHANNEL = channelName('pools', 'idle');
-
-export interface PoolManagerOptions {
-  /** Warm launches in flight at once, across pools (this machine's share of the work). */
-  launchConcurrency?: number;
-  minFreeMemoryBytes?: number;
-}
 
 interface PoolDefaults {
   startUrl: string | null;
@@ -101,13 +97,10 @@ export class PoolManager {
   private stopped = false;
   private readonly warned = new Map<string, string>();
 
-  constructor(
-    private readonly deps: AppDeps,
-    options: PoolManagerOptions = {},
-  ) {
+  constructor(private readonly deps: AppDeps) {
     this.tokens = createCdpTokens(deps);
-    this.launchConcurrency = options.launchConcurrency ?? Math.max(2, os.availableParallelism());
-    this.minFreeMemoryBytes = options.minFreeMemoryBytes ?? MIN_FREE_MEMORY_BYTES;
+    this.launchConcurrency = deps.settings.poolLaunchConcurrency ?? defaultPoolLaunchConcurrency();
+    this.minFreeMemoryBytes = deps.settings.poolMinFreeMemoryBytes ?? MIN_FREE_MEMORY_BYTES;
   }
 
   /** Starts the fill (a pass every `intervalMs`, and at every wake-up) and listens for other replicas' wake-ups. */
@@ -590,11 +583,11 @@ function defaultWaitSeconds(pool: Pick<PoolRow, 'fill_rate_per_minute'>): number
 
 const managers = new WeakMap<AppDeps, PoolManager>();
 
-/** The app's one PoolManager (routes and the composition root share it); options count only on first use. */
-export function poolManager(deps: AppDeps, options?: PoolManagerOptions): PoolManager {
+/** The app's one PoolManager (routes and the composition root share it). */
+export function poolManager(deps: AppDeps): PoolManager {
   let manager = managers.get(deps);
   if (!manager) {
-    manager = new PoolManager(deps, options);
+    manager = new PoolManager(deps);
     managers.set(deps, manager);
   }
   return manager;
