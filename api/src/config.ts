@@ -69,6 +69,13 @@ export const configSchema = z.object({
     .max(1_048_576)
     .default(512)
     .describe('Pools start no warm browser while the machine has less memory available than this'),
+  BROWSERPLANE_STANDBY_AGENTS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(64)
+    .default(1)
+    .describe('Browser agents kept started and waiting, so a browser launch skips starting Node (about 20 MiB each)'),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')

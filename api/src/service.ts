@@ -45,7 +45,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));
     const shutdown = new AbortController();
     // Agents of a crashed or killed service are re-adopted from the state dir at start.
-    const runtime = createLocalRuntime({ stateDir: path.join(config.dataDir, 'browsers'), log });
+    const runtime = createLocalRuntime({ stateDir: path.join(config.dataDir, 'browsers'), log, standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS });
     const deps: AppDeps = {
       db,
       clock: systemClock,

@@ -16,7 +16,9 @@ describe('config', () => {
   });
 
   it('reads the pool settings: launch concurrency unset by default (the service picks from the cores), memory floor 512 MB', () => {
-    expect(parseConfig({})).toMatchObject({ BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: undefined, BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: 512 });
+    expect(parseConfig({})).toMatchObject({ BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: undefined, BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: 512, BROWSERPLANE_STANDBY_AGENTS: 1 });
+    expect(parseConfig({ BROWSERPLANE_STANDBY_AGENTS: '0' }).BROWSERPLANE_STANDBY_AGENTS).toBe(0);
+    expect(() => parseConfig({ BROWSERPLANE_STANDBY_AGENTS: '65' })).toThrow(ConfigError);
     expect(parseConfig({ BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: '4', BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: '0' })).toMatchObject({
       BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: 4,
       BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: 0,
