@@ -180,7 +180,7 @@ export async function returnToIdle(
   return rowCount === 1;
 }
 
-/** Live pools with what the fill needs to know, oldest first. */
+/** The ids of live pools, across tenants, oldest first: the fill's pass walks them. */
 export async function listLivePoolIds(db: Queryable): Promise<string[]> {
   const { rows } = await db.query<{ id: string }>('SELECT id FROM browser_pools WHERE deleted_at IS NULL ORDER BY created_at, seq');
   return rows.map((r) => r.id);

@@ -168,12 +168,15 @@ async function requireLiveInvocation(db: Queryable, scope: Scope, id: string): P
   }
 }
 
-/** The project's cap (its own, else the org's default for projects) and the org's cap. */
-async function enforceCaps(deps: AppDeps, db: Queryable, scope: Scope): Promise<void> {
+/** The project's cap (its own, else the org's default for projects; null: none), the org's cap, and what is live. */
+async function sessionCaps(deps: AppDeps, db: Queryable, scope: Scope) {
   const projectCap =
     (await getLimits(db, scope.projectId)).max_concurrent_sessions ?? (await getOrg(db, scope.orgId)).default_project_max_concurrent_sessions;
-  const orgCap = deps.settings.orgMaxConcurrentSessions;
-  const live = await countLiveSessions(db, scope);
+  return { projectCap, orgCap: deps.settings.orgMaxConcurrentSessions, live: await countLiveSessions(db, scope) };
+}
+
+async function enforceCaps(deps: AppDeps, db: Queryable, scope: Scope): Promise<void> {
+  const { projectCap, orgCap, live } = await sessionCaps(deps, db, scope);
   if (projectCap !== null && live.project >= projectCap) {
     throw concurrencyLimitExceeded(`The project allows ${projectCap} concurrent browser sessions and ${live.project} are active`, 'max_concurrent_sessions', projectCap, live.project);
   }
@@ -184,10 +187,8 @@ async function enforceCaps(deps: AppDeps, db: Queryable, scope: Scope): Promise<
 
 /** How many more browsers the project may run now under its cap and the org's (pool fill). */
 export async function sessionRoom(deps: AppDeps, db: Queryable, scope: Scope): Promise<number> {
-  const projectCap =
-    (await getLimits(db, scope.projectId)).max_concurrent_sessions ?? (await getOrg(db, scope.orgId)).default_project_max_concurrent_sessions;
-  const live = await countLiveSessions(db, scope);
-  return Math.min(projectCap === null ? Number.POSITIVE_INFINITY : projectCap - live.project, deps.settings.orgMaxConcurrentSessions - live.org);
+  const { projectCap, orgCap, live } = await sessionCaps(deps, db, scope);
+  return Math.min(projectCap === null ? Number.POSITIVE_INFINITY : projectCap - live.project, orgCap - live.org);
 }
 
 function concurrencyLimitExceeded(message: string, code: string, cap: number, active: number): AppError {
