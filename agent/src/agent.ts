@@ -44,6 +44,8 @@ export class BrowserAgent {
   private bridge?: CdpBridge;
   private server?: Server;
   private stopping?: Promise<void>;
+  /** Set by a shutdown that asks not to write the profile back (a failed login flow). */
+  private profileDiscarded = false;
   /** A profile attached while the browser runs (PATCH), which it saves into at the end. */
   private attachedProfile?: ProfileTarget;
   private starting?: Promise<void>;
@@ -154,7 +156,10 @@ export class BrowserAgent {
         applySettings: (settings) => this.applySettings(settings),
         reset: (request) => this.reset(request),
         healthPolled: () => (this.lastHealthPoll = Date.now()),
-        requestShutdown: (reason, graceMs) => void this.shutdown(reason, graceMs),
+        requestShutdown: (reason, graceMs, options) => {
+          if (options?.saveProfile === false) this.profileDiscarded = true;
+          void this.shutdown(reason, graceMs);
+        },
       },
       this.log,
     );
@@ -358,7 +363,7 @@ export class BrowserAgent {
     try {
       // With a profile to save, the time beyond the usual grace is the upload's, not a hung Chromium's.
       const deadline = Date.now() + graceMs;
-      const saving = this.profileTarget()?.saveChanges === true;
+      const saving = this.profileTarget()?.saveChanges === true && !this.profileDiscarded;
       if (this.chromium) await this.chromium.close(saving ? Math.min(graceMs, this.config.shutdownGraceMs) : graceMs);
       if (saving) await this.saveProfile(deadline);
     } finally {

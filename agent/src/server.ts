@@ -52,7 +52,7 @@ export interface AgentState {
   /** Makes the browser fit for its next holder (POST /reset, see reset.ts); rejects with why it could not. */
   reset: (request: ResetRequest) => Promise<BrowserResetReport>;
   /** Starts the shutdown; `graceMs` overrides the configured grace period for Chromium. */
-  requestShutdown: (reason: string, graceMs?: number) => void;
+  requestShutdown: (reason: string, graceMs?: number, options?: { saveProfile: boolean }) => void;
 }
 
 export function createAgentServer(state: AgentState, log: Logger): http.Server {
@@ -121,7 +121,8 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
     const body = await readJson(request);
     const graceMs = typeof body.grace_ms === 'number' && body.grace_ms >= 0 ? body.grace_ms : undefined;
     sendJson(response, 202, { status: 'stopping' });
-    state.requestShutdown('shutdown requested over HTTP', graceMs);
+    // save_profile false: close without writing the profile back (default: as launched).
+    state.requestShutdown('shutdown requested over HTTP', graceMs, { saveProfile: body.save_profile !== false });
     return;
   }
   if (path.startsWith('/fs/')) return (await import('./fs/http.js')).handleFsRequest(state, request, response);

@@ -84,9 +84,11 @@ export interface BrowserRuntime {
   applySettings(browserId: string, settings: LiveBrowserSettings): Promise<void>;
   /**
    * Closes the browser cleanly (CDP Browser.close, so Chromium leaves no temp dirs), then
-   * kills what is left after `graceMs`; succeeds if it is already gone.
+   * kills what is left after `graceMs`; succeeds if it is already gone. With
+   * `discardProfile`, a browser launched with `profile.saveChanges` does not save it back
+   * (a login flow that failed must not overwrite a good profile with a half-done one).
    */
-  terminate(browserId: string, options: { graceMs: number }): Promise<void>;
+  terminate(browserId: string, options: { graceMs: number; discardProfile?: boolean }): Promise<void>;
   /**
    * Makes a Ready browser fit for its next holder (a pool release with reuse), in this
    * order: every client connection (CDP, WebDriver BiDi, live view) is closed, and new

@@ -165,12 +165,12 @@ export async function postAgentReset(
 }
 
 /** Asks the agent to close Chromium cleanly; false when it did not answer. */
-export async function requestAgentShutdown(agentUrl: string, graceMs: number): Promise<boolean> {
+export async function requestAgentShutdown(agentUrl: string, graceMs: number, options = { saveProfile: true }): Promise<boolean> {
   try {
     const response = await fetch(`${agentUrl}/shutdown`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ grace_ms: graceMs }),
+      body: JSON.stringify({ grace_ms: graceMs, save_profile: options.saveProfile }),
       signal: AbortSignal.timeout(1000),
     });
     await response.body?.cancel();

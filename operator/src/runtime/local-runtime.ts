@@ -285,12 +285,12 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
   }
 
   /** Clean close through the agent, then SIGKILL of both process groups, then the files. */
-  async function stop(entry: Tracked, graceMs: number, how = { forget: true }): Promise<void> {
+  async function stop(entry: Tracked, graceMs: number, how: { forget: boolean; discardProfile?: boolean } = { forget: true }): Promise<void> {
     const { record } = entry;
     const agentAlive = () => !entry.exit && isProcessAlive(record.agentPid);
     if (agentAlive() && (await isProcessOf(record.agentPid, record.agentEntry))) {
       // The agent gets most of the grace for Chromium and keeps a little to clean up.
-      const asked = await requestAgentShutdown(record.agentUrl, Math.floor(graceMs * 0.8));
+      const asked = await requestAgentShutdown(record.agentUrl, Math.floor(graceMs * 0.8), { saveProfile: how.discardProfile !== true });
       if (!asked) signalProcessGroup(record.agentPid, 'SIGTERM');
       const deadline = Date.now() + graceMs;
       while (agentAlive() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
@@ -373,12 +373,12 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
       return answer.report;
     },
 
-    async terminate(browserId, { graceMs }) {
+    async terminate(browserId, { graceMs, discardProfile }) {
       // A launch in flight finishes first, so what it started is terminated too.
       await launching.get(browserId)?.done.catch(() => undefined);
       const entry = await entryFor(browserId);
       if (!entry) return;
-      entry.terminating ??= stop(entry, graceMs).finally(() => delete entry.terminating);
+      entry.terminating ??= stop(entry, graceMs, { forget: true, discardProfile: discardProfile === true }).finally(() => delete entry.terminating);
       await entry.terminating;
       log.info({ browser_id: browserId }, 'browser terminated');
     },

@@ -256,8 +256,14 @@ export async function launchAdmitted(deps: AppDeps, row: Pick<SessionRow, 'id'>,
  * row deleted. The runtime goes first: if it fails, the session stays live and a retry
  * (or the reaper) finishes the job, rather than a deleted row with a browser still running.
  */
-export async function endSession(deps: AppDeps, row: Pick<SessionRow, 'id' | 'profile_save_changes'>, reason: string): Promise<boolean> {
-  await deps.runtime.terminate(row.id, { graceMs: terminateGraceMs(row) });
+export async function endSession(
+  deps: AppDeps,
+  row: Pick<SessionRow, 'id' | 'profile_save_changes'>,
+  reason: string,
+  options: { discardProfile?: boolean } = {},
+): Promise<boolean> {
+  const discardProfile = options.discardProfile === true;
+  await deps.runtime.terminate(row.id, { graceMs: terminateGraceMs(row), ...(discardProfile ? { discardProfile } : {}) });
   const ended = await markDeleted(deps.db, row.id, reason, deps.clock.now());
   deps.log.info({ sessionId: row.id, reason }, 'browser session ended');
   return ended;
