@@ -1,3 +1,4 @@
+import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import { createServer, isIP, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
@@ -102,6 +103,25 @@ function buildRoute(spec: ProxySpec | null | undefined): Route {
   const bypass = spec.bypassHosts.map(parseBypassRule).filter((rule): rule is BypassRule => rule !== undefined);
   return { upstreamUrl: upstream.href, bypass, ...agents, secrets, label };
 }
+
+/**
+ * dns.lookup, except that `localhost` and every `*.localhost` name are loopback (RFC
+ * 6761 §6.3), as Chromium resolves them by itself. Every page request goes through this
+ * forwarder, so without it a site on `app.localhost` would work in a bare Chromium and
+ * fail in ours (Node asks the system resolver, which usually does not know the name).
+ */
+export const localhostAwareLookup = ((hostname: string, options: unknown, callback?: unknown) => {
+  const cb = (typeof options === 'function' ? options : callback) as (...args: unknown[]) => void;
+  const opts = (typeof options === 'object' && options !== null ? options : typeof options === 'number' ? { family: options } : {}) as dns.LookupOptions;
+  const host = hostname.toLowerCase().replace(/\.$/, '');
+  if (host === 'localhost' || host.endsWith('.localhost')) {
+    const family = opts.family === 6 ? 6 : 4;
+    const address = family === 6 ? '::1' : '127.0.0.1';
+    process.nextTick(() => (opts.all ? cb(null, [{ address, family }]) : cb(null, address, family)));
+    return;
+  }
+  dns.lookup(hostname, opts, cb as never);
+}) as typeof dns.lookup;
 
 export class ProxyForwarder {
   private proxy?: Promise<Server>;
@@ -221,7 +241,12 @@ export class ProxyForwarder {
   private prepare({ hostname, port }: PrepareRequestFunctionOpts): PrepareRequestFunctionResult {
     const { route } = this;
     const direct = route.upstreamUrl === null || isBypassed(route.bypass, hostname, port);
-    return { upstreamProxyUrl: direct ? null : route.upstreamUrl, httpAgent: route.httpAgent, httpsAgent: route.httpsAgent };
+    return {
+      upstreamProxyUrl: direct ? null : route.upstreamUrl,
+      httpAgent: route.httpAgent,
+      httpsAgent: route.httpsAgent,
+      ...(direct ? { dnsLookup: localhostAwareLookup } : {}),
+    };
   }
 
   private redact(text: string): string {
