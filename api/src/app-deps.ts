@@ -31,6 +31,10 @@ export interface AppSettings {
   poolLaunchConcurrency?: number | undefined;
   /** Pools start no browser below this much available memory (default 512 MiB). */
   poolMinFreeMemoryBytes?: number | undefined;
+  /** The shortest health_check_interval an auth connection may ask for (default 300 s). */
+  authMinHealthCheckIntervalSeconds?: number | undefined;
+  /** How long a login flow may take before it EXPIRES (default 15 min; a re-auth 5 min). */
+  authFlowTtlSeconds?: number | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

@@ -62,6 +62,13 @@ export const configSchema = z.object({
   BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: optionalString
     .pipe(z.coerce.number<string | undefined>().int().min(1).max(256).optional())
     .describe('Warm pool browsers this process launches at once, across pools (default: the number of cores, at least 2)'),
+  BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(86_400)
+    .default(300)
+    .describe('Shortest health_check_interval an auth connection may ask for'),
   BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: z.coerce
     .number()
     .int()

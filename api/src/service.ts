@@ -19,6 +19,7 @@ import { allProjectResources } from './modules/registry.js';
 import { createFileProfileStore } from './storage/file-profile-store.js';
 import { adoptBrowsersAtStart, attachCdpProxy, IdleReaper } from './modules/browsers/module.js';
 import { poolManager } from './modules/browser-pools/manager.js';
+import { authFlows } from './modules/auth-connections/engine/flows.js';
 import { closeProfileWriters, liveProfileWriters } from './modules/browsers/profile-archive-stop.js';
 import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
 
@@ -57,6 +58,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
         browserLaunchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
         poolLaunchConcurrency: config.BROWSERPLANE_POOL_LAUNCH_CONCURRENCY,
         poolMinFreeMemoryBytes: config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
+        authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
       },
       projectResources: allProjectResources(),
       sealer: createSealer(await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir)),
@@ -97,6 +99,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
     deps.settings.internalUrl = loopbackUrl(address);
     // After the internal URL is known: pool browsers with a profile fetch it from there.
     await pools.start();
+    // Login flows, health checks and re-auths (health checks on the job queue).
+    const flows = authFlows(deps);
+    await flows.start();
     log.info({ url, dataDir: config.dataDir, embeddedPostgres: Boolean(embedded) }, 'browserplane listening');
 
     return {
@@ -111,6 +116,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
         // shutdown signal, and are waited for after the drain so it starts promptly.
         const poolsStopped = pools.stop();
         await reaper.stop();
+        await flows.stop();
         await closeProfileWriters(deps, writers);
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
         await poolsStopped;

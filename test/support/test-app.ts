@@ -18,6 +18,7 @@ import { createFileProfileStore } from '../../api/src/storage/file-profile-store
 import { attachCdpProxy, IdleReaper, type CdpProxy } from '../../api/src/modules/browsers/module.js';
 import { REAP_INTERVAL_MS } from '../../api/src/modules/browsers/reaper.js';
 import { poolManager, POOL_RECONCILE_INTERVAL_MS } from '../../api/src/modules/browser-pools/manager.js';
+import { authFlows } from '../../api/src/modules/auth-connections/engine/flows.js';
 import { LAUNCH_TIMEOUT_MS } from '../../api/src/modules/browsers/service.js';
 import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
@@ -67,7 +68,7 @@ export async function startTestApp(
      * intervals. They work on the clock's time, so the clock is then the real one
      * unless one is given.
      */
-    background?: { reaperIntervalMs?: number; poolIntervalMs?: number };
+    background?: { reaperIntervalMs?: number; poolIntervalMs?: number; jobs?: boolean; jobPollIntervalMs?: number };
   } = {},
 ): Promise<TestApp> {
   const database = await freshDatabase();
@@ -109,6 +110,12 @@ export async function startTestApp(
   reaper?.start();
   const pools = options.background ? poolManager(deps) : undefined;
   await pools?.start({ intervalMs: options.background?.poolIntervalMs ?? POOL_RECONCILE_INTERVAL_MS });
+  // Login flows run on demand; the job queue (health checks) only when asked for.
+  const flows = authFlows(deps);
+  await flows.start({
+    jobs: options.background?.jobs === true,
+    ...(options.background?.jobPollIntervalMs ? { jobPollIntervalMs: options.background.jobPollIntervalMs } : {}),
+  });
   const client = (key?: string, headers?: Record<string, string>) => new HttpClient(url, key, headers);
 
   const newTenant = async (name = 'org'): Promise<Tenant> => {
@@ -146,6 +153,7 @@ export async function startTestApp(
       shutdown.abort();
       await reaper?.stop();
       await pools?.stop();
+      await flows.stop();
       cdpProxy.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

@@ -2,6 +2,7 @@ import type { Registry } from 'prom-client';
 import type { AppDeps, ProjectResourceCounter } from '../app-deps.js';
 import type { RouteDef } from '../http/route.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
+import { authConnectionsModule } from './auth-connections/module.js';
 import { countProjectApiKeys } from './api-keys/service.js';
 import { browserPoolsModule } from './browser-pools/module.js';
 import { browsersModule } from './browsers/module.js';
@@ -32,6 +33,7 @@ export const apiModules: ApiModule[] = [
   profilesModule,
   browsersModule,
   browserPoolsModule,
+  authConnectionsModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

@@ -1,0 +1,10 @@
+import type { ApiModule } from '../registry.js';
+import { hostedPageRoutes } from './hosted/routes.js';
+import { authConnectionRoutes } from './routes.js';
+import { countProjectAuthConnections } from './service.js';
+
+export const authConnectionsModule: ApiModule = {
+  name: 'auth-connections',
+  routes: (deps) => [...authConnectionRoutes(deps), ...hostedPageRoutes(deps)],
+  projectResources: [countProjectAuthConnections],
+};

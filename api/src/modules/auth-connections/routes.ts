@@ -1,0 +1,213 @@
+import { z } from 'zod';
+import type { AppDeps } from '../../app-deps.js';
+import { page, paginationResponseHeaders } from '../../http/pagination.js';
+import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
+import { errorResponses } from '../../http/standard-responses.js';
+import { DEFAULT_HEARTBEAT_MS } from '../invocations/routes.js';
+import { authFlows } from './engine/flows.js';
+import { followFlow } from './events.js';
+import {
+  connectionParams,
+  connectionSchema,
+  createConnectionBody,
+  listConnectionsQuery,
+  loginBody,
+  loginResponseSchema,
+  submitBody,
+  submitResponseSchema,
+  timelineEventSchema,
+  timelineQuery,
+  updateConnectionBody,
+} from './schema.js';
+import {
+  changeConnection,
+  createConnection,
+  getConnection,
+  presentLogin,
+  removeConnection,
+  resolveProxyRef,
+  scopeOf,
+  submitToFlow,
+  viewContext,
+} from './service.js';
+import { findConnection, listConnections, listTimeline } from './store.js';
+import { presentConnection, presentTimelineEvent } from './view.js';
+
+const tags = ['Managed auth'];
+
+export interface AuthRouteOptions {
+  /** Interval of `sse_heartbeat` frames on event streams (default 15 s). */
+  heartbeatMs?: number;
+}
+
+const stateEventSchema = z
+  .object({
+    event: z.enum(['managed_auth_state', 'sse_heartbeat', 'error']),
+    timestamp: z.string(),
+  })
+  .passthrough()
+  .meta({ id: 'ManagedAuthEvent' });
+
+export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = {}): RouteDef[] {
+  const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+  return [
+    defineRoute({
+      method: 'post',
+      path: '/auth/connections',
+      operationId: 'createAuthConnection',
+      summary: 'Create a managed auth connection: keep a profile logged into a domain (the profile is created when missing)',
+      tags,
+      auth: 'project',
+      body: createConnectionBody,
+      responses: { 200: { description: 'The connection', schema: connectionSchema }, ...errorResponses(400, 404, 409) },
+      handler: async ({ body, auth, req }) => json(await presentConnection(viewContext(deps, req), await createConnection(deps, auth, body))),
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/auth/connections',
+      operationId: 'listAuthConnections',
+      summary: 'List the project’s auth connections, newest first',
+      tags,
+      auth: 'project',
+      query: listConnectionsQuery,
+      responses: {
+        200: { description: 'A page of connections', schema: connectionSchema.array(), headers: paginationResponseHeaders },
+        ...errorResponses(400),
+      },
+      handler: async ({ query, auth, req }) => {
+        const rows = await listConnections(deps.db, scopeOf(auth), query);
+        const ctx = viewContext(deps, req);
+        const presented = await Promise.all(rows.slice(0, query.limit).map((row) => presentConnection(ctx, row)));
+        return page(rows.length > query.limit ? [...presented, undefined] : presented, query, (item) => item);
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/auth/connections/{id}',
+      operationId: 'getAuthConnection',
+      summary: 'Get an auth connection, with the state of its current login flow',
+      tags,
+      auth: 'project',
+      params: connectionParams,
+      responses: { 200: { description: 'The connection', schema: connectionSchema }, ...errorResponses(404) },
+      handler: async ({ params, auth, req }) => json(await presentConnection(viewContext(deps, req), await getConnection(deps, scopeOf(auth), params.id))),
+    }),
+    defineRoute({
+      method: 'patch',
+      path: '/auth/connections/{id}',
+      operationId: 'updateAuthConnection',
+      summary: 'Change an auth connection; only the fields sent change',
+      tags,
+      auth: 'project',
+      params: connectionParams,
+      body: updateConnectionBody,
+      responses: { 200: { description: 'The connection', schema: connectionSchema }, ...errorResponses(400, 404) },
+      handler: async ({ params, body, auth, req }) =>
+        json(await presentConnection(viewContext(deps, req), await changeConnection(deps, auth, params.id, body))),
+    }),
+    defineRoute({
+      method: 'delete',
+      path: '/auth/connections/{id}',
+      operationId: 'deleteAuthConnection',
+      summary: 'Delete an auth connection: its health checks stop and a login in progress is canceled',
+      tags,
+      auth: 'project',
+      params: connectionParams,
+      responses: { 204: { description: 'Deleted' }, ...errorResponses(404) },
+      handler: async ({ params, auth }) => {
+        await removeConnection(deps, auth, params.id);
+        return noContent();
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/auth/connections/{id}/login',
+      operationId: 'loginAuthConnection',
+      summary: 'Start a login flow: a browser on the profile opens the login page; answer with the hosted page or submit',
+      description:
+        'Returns at once with the hosted login page URL (its one-time handoff code in the fragment) and the live view. ' +
+        'With a stored credential the flow fills what it can by itself, generating TOTP codes. Follow it with GET …/events.',
+      tags,
+      auth: 'project',
+      params: connectionParams,
+      body: loginBody,
+      responses: {
+        200: { description: 'The flow', schema: loginResponseSchema },
+        ...errorResponses(400, 404, 409, 429),
+      },
+      handler: async ({ params, body, auth, req }) => {
+        const scope = scopeOf(auth);
+        const proxyId = body.proxy ? await resolveProxyRef(deps.db, scope, body.proxy) : undefined;
+        const started = await authFlows(deps).begin(scope, params.id, 'LOGIN', { proxyId, telemetry: body.browser_telemetry });
+        const ctx = viewContext(deps, req);
+        const row = (await findConnection(deps.db, scope, params.id)) ?? started.row;
+        const sessionId = row.flow?.id === started.flowId ? row.flow.browser_session_id : null;
+        const liveView = sessionId ? (await presentConnection(ctx, row)).live_view_url : null;
+        return json(presentLogin(ctx, row.flow?.id === started.flowId ? row : started.row, started.handoffCode, liveView ?? null));
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/auth/connections/{id}/submit',
+      operationId: 'submitAuthConnection',
+      summary: 'Answer the current step of the login flow: field values by Field.id, or one choice',
+      tags,
+      auth: 'project',
+      params: connectionParams,
+      body: submitBody,
+      responses: {
+        200: { description: 'Whether the flow took it', schema: submitResponseSchema },
+        ...errorResponses(400, 404, 409),
+      },
+      handler: async ({ params, body, auth }) => {
+        const row = await getConnection(deps, scopeOf(auth), params.id);
+        return json({ accepted: await submitToFlow(deps, row, body) });
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/auth/connections/{id}/events',
+      operationId: 'followAuthConnection',
+      summary: 'Server-Sent Events: the login flow’s state now and at each change, until it ends',
+      description:
+        'Every frame is a data line with a JSON object whose event field names it: managed_auth_state, sse_heartbeat, error. ' +
+        'The server closes the stream once the flow is SUCCESS, FAILED, EXPIRED or CANCELED.',
+      tags,
+      auth: 'project',
+      params: connectionParams,
+      responses: {
+        200: { description: 'An event stream', schema: stateEventSchema, contentType: 'text/event-stream' },
+        ...errorResponses(404),
+      },
+      handler: async ({ params, auth, req, res }) => {
+        const scope = scopeOf(auth);
+        // Before any header goes out, so an unknown id is an ordinary 404.
+        await getConnection(deps, scope, params.id);
+        const source = async () => {
+          const row = await findConnection(deps.db, scope, params.id);
+          return row ? row.flow : ('gone' as const);
+        };
+        await followFlow(deps, params.id, source, viewContext(deps, req), { req, res }, { heartbeatMs });
+        return { kind: 'handled' };
+      },
+    }),
+    defineRoute({
+      method: 'get',
+      path: '/auth/connections/{id}/timeline',
+      operationId: 'getAuthConnectionTimeline',
+      summary: 'Login, re-auth and health-check history of a connection, newest first',
+      tags,
+      auth: 'project',
+      params: connectionParams,
+      query: timelineQuery,
+      responses: {
+        200: { description: 'A page of timeline events', schema: timelineEventSchema.array(), headers: paginationResponseHeaders },
+        ...errorResponses(400, 404),
+      },
+      handler: async ({ params, query, auth }) => {
+        const row = await getConnection(deps, scopeOf(auth), params.id);
+        return page(await listTimeline(deps.db, row.id, query), query, presentTimelineEvent);
+      },
+    }),
+  ];
+}

@@ -1,0 +1,352 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
+import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
+import { channelName } from '../../events/hub.js';
+import type { AuthContext } from '../../http/auth-context.js';
+import { requireProject } from '../../http/auth-context.js';
+import { AppError, badRequest, conflict, notFound } from '../../http/errors.js';
+import { newId } from '../../ids.js';
+import { scheduleJob, unscheduleJob } from '../../jobs/queue.js';
+import { createCdpTokens } from '../browsers/cdp-token.js';
+import { publicWsBase } from '../browsers/present.js';
+import { findCredential } from '../credentials/store.js';
+import { findLiveProfileById, findProfile, insertProfile } from '../profiles/store.js';
+import { shareLockLiveProject } from '../projects/store.js';
+import { findProxy } from '../proxies/store.js';
+import {
+  DEFAULT_HEALTH_CHECK_INTERVAL,
+  type CreateConnectionInput,
+  type CredentialRef,
+  type FlowType,
+  type SubmitInput,
+  type UpdateConnectionInput,
+} from './schema.js';
+import {
+  countProjectConnections,
+  deleteConnection,
+  findConnection,
+  insertConnection,
+  insertFlow,
+  storePendingInput,
+  updateConnection,
+  type ConnectionChange,
+  type ConnectionRow,
+  type Scope,
+} from './store.js';
+import { hostedPath, isRunning, type FlowView, type ViewContext } from './view.js';
+
+export const DEFAULT_MIN_HEALTH_CHECK_INTERVAL = 300;
+/** How long a person has to finish a login; a re-auth nobody watches gets less. */
+export const LOGIN_FLOW_TTL_SECONDS = 15 * 60;
+export const REAUTH_FLOW_TTL_SECONDS = 5 * 60;
+export const HEALTH_CHECK_TASK = 'auth_health_check';
+
+export const connectionChannel = (id: string) => channelName('auth', id);
+export const healthCheckJobKey = (id: string) => `auth-health:${id}`;
+export const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+export const SUBMISSION_SEAL_CONTEXT = 'auth_flows:pending_input';
+
+export const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
+
+export function viewContext(deps: AppDeps, req?: IncomingMessage): ViewContext {
+  return { httpBase: publicWsBase(deps, req).replace(/^ws/, 'http'), tokens: createCdpTokens(deps) };
+}
+
+export async function getConnection(deps: Pick<AppDeps, 'db'>, scope: Scope, id: string): Promise<ConnectionRow> {
+  const row = await findConnection(deps.db, scope, id);
+  if (!row) throw notFound('Auth connection', id);
+  return row;
+}
+
+/** A proxy by id, or by a name that must match exactly one proxy of the project. */
+export async function resolveProxyRef(db: Queryable, scope: Scope, ref: { id?: string | undefined; name?: string | undefined }): Promise<string> {
+  if (ref.id !== undefined) {
+    const row = await findProxy(db, scope.orgId, scope.projectId, ref.id);
+    if (!row) throw notFound('Proxy', ref.id);
+    return row.id;
+  }
+  const { rows } = await db.query<{ id: string }>(
+    'SELECT id FROM proxies WHERE org_id = $1 AND project_id = $2 AND deleted_at IS NULL AND name = $3 LIMIT 2',
+    [scope.orgId, scope.projectId, ref.name],
+  );
+  if (rows.length !== 1) {
+    throw badRequest(
+      'invalid_proxy',
+      rows.length === 0 ? `No proxy is named ${JSON.stringify(ref.name)}` : `More than one proxy is named ${JSON.stringify(ref.name)}; use its id`,
+      [{ code: rows.length === 0 ? 'not_found' : 'ambiguous', message: 'must name exactly one proxy', field: 'body.proxy.name' }],
+    );
+  }
+  return rows[0]!.id;
+}
+
+/** A credential ref, resolved to the credential's id; external providers are not configured here. */
+async function resolveCredentialRef(db: Queryable, scope: Scope, ref: CredentialRef): Promise<string> {
+  if (ref.provider !== undefined) {
+    throw badRequest('credential_provider_unsupported', 'External credential providers are not available on this service; store the credential with POST /credentials and refer to it by name', [
+      { code: 'unsupported', message: 'external credential providers are not available', field: 'body.credential.provider' },
+    ]);
+  }
+  const row = await findCredential(db, scope, ref.name!);
+  if (!row) throw notFound('Credential', ref.name!);
+  return row.id;
+}
+
+function checkInterval(deps: AppDeps, interval: number | undefined): void {
+  const min = deps.settings.authMinHealthCheckIntervalSeconds ?? DEFAULT_MIN_HEALTH_CHECK_INTERVAL;
+  if (interval !== undefined && interval < min) {
+    throw badRequest('invalid_request', `health_check_interval must be at least ${min} seconds on this service`, [
+      { code: 'too_small', message: `must be at least ${min}`, field: 'body.health_check_interval' },
+    ]);
+  }
+}
+
+/** Keeps the connection's one scheduled health check in step with its settings. */
+async function rescheduleHealthCheck(deps: AppDeps, db: Queryable, row: Pick<ConnectionRow, 'id' | 'health_checks' | 'health_check_interval'>): Promise<void> {
+  if (!row.health_checks) return unscheduleJob(db, healthCheckJobKey(row.id));
+  const runAt = new Date(deps.clock.now().getTime() + row.health_check_interval * 1000);
+  await scheduleJob(db, HEALTH_CHECK_TASK, { connection_id: row.id }, runAt, healthCheckJobKey(row.id));
+}
+export { rescheduleHealthCheck };
+
+export async function createConnection(deps: AppDeps, auth: AuthContext, input: CreateConnectionInput): Promise<ConnectionRow> {
+  const scope = scopeOf(auth);
+  checkInterval(deps, input.health_check_interval);
+  const id = newId('mauth');
+  try {
+    await inTransaction(deps.db, async (tx) => {
+      const project = await shareLockLiveProject(tx, scope.orgId, scope.projectId);
+      if (project?.id !== scope.projectId) throw notFound('Project', requireProject(auth).name);
+      const proxyId = input.proxy ? await resolveProxyRef(tx, scope, input.proxy) : null;
+      const credentialId = input.credential ? await resolveCredentialRef(tx, scope, input.credential) : null;
+      const now = deps.clock.now();
+      const profile =
+        (await findProfile(tx, scope, input.profile_name)) ?? (await insertProfile(tx, scope, { name: input.profile_name, now }));
+      const healthChecks = input.health_checks ?? true;
+      const interval = input.health_check_interval ?? DEFAULT_HEALTH_CHECK_INTERVAL;
+      await insertConnection(tx, scope, {
+        id,
+        domain: input.domain,
+        profileId: profile.id,
+        profileName: profile.name ?? input.profile_name,
+        allowedDomains: [...new Set(input.allowed_domains ?? [])],
+        autoReauth: input.auto_reauth ?? true,
+        healthChecks,
+        healthCheckInterval: interval,
+        loginUrl: input.login_url ?? null,
+        proxyId,
+        recordSession: input.record_session ?? false,
+        saveCredentials: input.save_credentials ?? true,
+        browserTelemetry: input.browser_telemetry ?? null,
+        credential: input.credential ?? null,
+        credentialId,
+        now,
+      });
+      await rescheduleHealthCheck(deps, tx, { id, health_checks: healthChecks, health_check_interval: interval });
+    });
+  } catch (error) {
+    if (pgErrorCode(error) === UNIQUE_VIOLATION && (error as { constraint?: string }).constraint === 'auth_connections_profile_domain') {
+      throw conflict('auth_connection_exists', `An auth connection for profile ${JSON.stringify(input.profile_name)} and ${input.domain} already exists`);
+    }
+    if (pgErrorCode(error) === UNIQUE_VIOLATION && (error as { constraint?: string }).constraint === 'profiles_project_name_key_live') {
+      // A profile of that name was created at the same moment: take it on a retry.
+      return createConnection(deps, auth, input);
+    }
+    throw error;
+  }
+  return getConnection(deps, scope, id);
+}
+
+export async function changeConnection(deps: AppDeps, auth: AuthContext, id: string, input: UpdateConnectionInput): Promise<ConnectionRow> {
+  const scope = scopeOf(auth);
+  checkInterval(deps, input.health_check_interval);
+  await inTransaction(deps.db, async (tx) => {
+    const row = await findConnection(tx, scope, id, { lock: true });
+    if (!row) throw notFound('Auth connection', id);
+    const change: ConnectionChange = {
+      allowed_domains: input.allowed_domains === undefined ? undefined : [...new Set(input.allowed_domains)],
+      auto_reauth: input.auto_reauth,
+      health_checks: input.health_checks,
+      health_check_interval: input.health_check_interval,
+      login_url: input.login_url === undefined ? undefined : input.login_url === '' ? null : input.login_url,
+      record_session: input.record_session,
+      save_credentials: input.save_credentials,
+      browser_telemetry: input.browser_telemetry === undefined ? undefined : input.browser_telemetry?.enabled === false ? null : input.browser_telemetry,
+    };
+    if (input.proxy !== undefined) change.proxy_id = await resolveProxyRef(tx, scope, input.proxy);
+    if (input.credential !== undefined) {
+      change.credential_id = await resolveCredentialRef(tx, scope, input.credential);
+      change.credential = input.credential;
+    }
+    await updateConnection(tx, row.id, change, deps.clock.now());
+    const scheduleChanged = input.health_checks !== undefined || input.health_check_interval !== undefined;
+    if (scheduleChanged) {
+      await rescheduleHealthCheck(deps, tx, {
+        id: row.id,
+        health_checks: input.health_checks ?? row.health_checks,
+        health_check_interval: input.health_check_interval ?? row.health_check_interval,
+      });
+    }
+  });
+  return getConnection(deps, scope, id);
+}
+
+/**
+ * Removes the connection, its flows and health checks (rows cascade) and its scheduled
+ * check. A login in progress is cancelled: its driver learns from the notification (or
+ * its next write finding no row) and closes the browser without saving the profile.
+ */
+export async function removeConnection(deps: AppDeps, auth: AuthContext, id: string): Promise<void> {
+  const scope = scopeOf(auth);
+  await inTransaction(deps.db, async (tx) => {
+    const row = await findConnection(tx, scope, id, { lock: true });
+    if (!row) throw notFound('Auth connection', id);
+    await deleteConnection(tx, scope, id);
+    await unscheduleJob(tx, healthCheckJobKey(id));
+    await deps.events.publish(connectionChannel(id), { id, deleted: true }, tx);
+  });
+}
+
+export interface LoginStart {
+  row: ConnectionRow;
+  flowId: string;
+  handoffCode: string;
+}
+
+/**
+ * Starts a flow: checks that none runs, writes it with its hashed handoff code, and
+ * returns; the flow manager opens the browser and drives it.
+ */
+export async function beginFlow(deps: AppDeps, scope: Scope, id: string, type: FlowType, driver: string): Promise<LoginStart> {
+  const flowId = newId('maflow');
+  const handoffCode = randomBytes(24).toString('base64url');
+  const ttl = deps.settings.authFlowTtlSeconds ?? (type === 'LOGIN' ? LOGIN_FLOW_TTL_SECONDS : REAUTH_FLOW_TTL_SECONDS);
+  try {
+    await inTransaction(deps.db, async (tx) => {
+      const row = await findConnection(tx, scope, id, { lock: true });
+      if (!row) throw notFound('Auth connection', id);
+      if (isRunning(row.flow)) throw conflict('flow_in_progress', 'A login flow is already running for this connection; follow it or delete the connection to cancel it');
+      const now = deps.clock.now();
+      if (!(await findLiveProfileById(tx, row.profile_id))) {
+        // The profile was deleted since: the login makes it again under the same name.
+        const profile = (await findProfile(tx, scope, row.profile_name)) ?? (await insertProfile(tx, scope, { name: row.profile_name, now }));
+        await tx.query('UPDATE auth_connections SET profile_id = $2, profile_name = $3 WHERE id = $1', [row.id, profile.id, profile.name ?? row.profile_name]);
+      }
+      await insertFlow(tx, scope, {
+        id: flowId,
+        connectionId: id,
+        type,
+        handoffHash: sha256(handoffCode),
+        driver,
+        expiresAt: new Date(now.getTime() + ttl * 1000),
+        now,
+      });
+      await deps.events.publish(connectionChannel(id), { id, flow: flowId }, tx);
+    });
+  } catch (error) {
+    const constraint = (error as { constraint?: string }).constraint;
+    if (pgErrorCode(error) === UNIQUE_VIOLATION && constraint === 'auth_flows_one_running') {
+      throw conflict('flow_in_progress', 'A login flow is already running for this connection');
+    }
+    if (pgErrorCode(error) === UNIQUE_VIOLATION && constraint === 'auth_connections_profile_domain') {
+      throw conflict('auth_connection_exists', 'The connection’s profile was deleted, and the profile now under its name is already kept logged into this domain by another connection');
+    }
+    throw error;
+  }
+  return { row: await getConnection(deps, scope, id), flowId, handoffCode };
+}
+
+export function presentLogin(ctx: ViewContext, row: ConnectionRow, handoffCode: string, liveViewUrl: string | null) {
+  const flow = row.flow!;
+  return {
+    id: flow.id,
+    flow_type: flow.type,
+    hosted_url: `${ctx.httpBase}${hostedPath(flow.id)}#code=${handoffCode}`,
+    handoff_code: handoffCode,
+    flow_expires_at: flow.expires_at.toISOString(),
+    ...(liveViewUrl ? { live_view_url: liveViewUrl } : {}),
+  };
+}
+
+/** A submission in canonical form: values by Field.id, and at most one choice. */
+export interface Submission {
+  values: Record<string, string>;
+  choiceId?: string;
+}
+
+/** Maps the canonical and legacy submit fields onto the step's fields and choices. */
+export function canonicalSubmission(view: FlowView, body: SubmitInput): Submission {
+  const fields = view.fields ?? [];
+  const choices = view.choices ?? [];
+  const problems: Array<{ code: string; message: string; field: string }> = [];
+  const values: Record<string, string> = {};
+  for (const [key, value] of Object.entries(body.field_values ?? {})) {
+    if (fields.some((f) => f.id === key)) values[key] = value;
+    else problems.push({ code: 'unknown_field', message: `the current step has no field ${JSON.stringify(key)}`, field: `body.field_values.${key}` });
+  }
+  const discovered = view.discovered_fields ?? [];
+  for (const [name, value] of Object.entries(body.fields ?? {})) {
+    const field = fields.find((f) => f.id === name) ?? fields.find((f) => discovered.find((d) => d.name === name)?.selector === f.observed_selector);
+    if (field) values[field.id] = value;
+    else problems.push({ code: 'unknown_field', message: `the current step has no field named ${JSON.stringify(name)}`, field: `body.fields.${name}` });
+  }
+  const picks: Array<{ id: string | undefined; field: string }> = [];
+  if (body.selected_choice_id !== undefined) picks.push({ id: choices.find((c) => c.id === body.selected_choice_id)?.id, field: 'body.selected_choice_id' });
+  if (body.mfa_option_id !== undefined) {
+    const match = choices.find((c) => c.type === 'mfa_method' && (c.id === body.mfa_option_id || c.id === `mfa_${body.mfa_option_id}`));
+    picks.push({ id: match?.id, field: 'body.mfa_option_id' });
+  }
+  if (body.sign_in_option_id !== undefined) {
+    const match = choices.find((c) => c.type === 'sign_in_method' && (c.id === body.sign_in_option_id || c.id === `signin_${body.sign_in_option_id}`));
+    picks.push({ id: match?.id, field: 'body.sign_in_option_id' });
+  }
+  if (body.sso_button_selector !== undefined) {
+    const match = choices.find((c) => c.type === 'sso_provider' && c.observed_selector === body.sso_button_selector);
+    picks.push({ id: match?.id, field: 'body.sso_button_selector' });
+  }
+  const ssoProvider = body.sso_provider;
+  if (ssoProvider !== undefined) {
+    const match = choices.find((c) => c.type === 'sso_provider' && c.id === `sso_${ssoProvider.toLowerCase()}`);
+    picks.push({ id: match?.id, field: 'body.sso_provider' });
+  }
+  for (const pick of picks) {
+    if (pick.id === undefined) problems.push({ code: 'unknown_choice', message: 'the current step offers no such choice', field: pick.field });
+  }
+  const chosen = [...new Set(picks.map((p) => p.id).filter((id): id is string => id !== undefined))];
+  if (chosen.length > 1) problems.push({ code: 'too_many_choices', message: 'choose one option at a time', field: 'body' });
+  if (problems.length > 0) throw badRequest('invalid_submission', 'The submission does not fit the current step', problems);
+  if (chosen.length === 0) {
+    const missing = fields.filter((f) => f.required !== false && !(f.id in values));
+    if (Object.keys(values).length === 0) throw badRequest('invalid_submission', 'Send field_values for the step’s fields, or selected_choice_id', []);
+    if (missing.length > 0) {
+      throw badRequest(
+        'invalid_submission',
+        'Required fields are missing',
+        missing.map((f) => ({ code: 'required', message: `${f.label ?? f.id} is required`, field: `body.field_values.${f.id}` })),
+      );
+    }
+  }
+  return { values, ...(chosen[0] !== undefined ? { choiceId: chosen[0] } : {}) };
+}
+
+/**
+ * Hands a submission to the flow's driver (on whichever replica runs it): sealed into the
+ * flow row, then a notification. accepted false when the flow was not awaiting input.
+ */
+export async function submitToFlow(deps: AppDeps, row: ConnectionRow, body: SubmitInput): Promise<boolean> {
+  const flow = row.flow;
+  if (!flow || !isRunning(flow)) throw conflict('flow_not_running', 'No login flow is running for this connection; start one with POST /auth/connections/{id}/login');
+  if (flow.step !== 'AWAITING_INPUT' || flow.has_pending_input) return false;
+  const submission = canonicalSubmission(flow.view, body);
+  const sealed = deps.sealer.seal(JSON.stringify(submission), `${SUBMISSION_SEAL_CONTEXT}:${flow.id}`);
+  const stored = await storePendingInput(deps.db, flow.id, sealed, deps.clock.now());
+  if (stored) await deps.events.publish(connectionChannel(row.id), { id: row.id, input: flow.id });
+  return stored;
+}
+
+export const countProjectAuthConnections: ProjectResourceCounter = async (db, projectId) => ({
+  kind: 'auth_connections',
+  count: await countProjectConnections(db, projectId),
+});
+
+export { AppError };
