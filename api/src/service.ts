@@ -115,11 +115,14 @@ export async function startService(config: Config, log: Logger): Promise<Running
         // Waiting acquires are answered (204) at once; launches in flight end with the
         // shutdown signal, and are waited for after the drain so it starts promptly.
         const poolsStopped = pools.stop();
+        // Flows fail as interrupted and the job queue stops taking work, alongside the
+        // drain: awaited after it, so the listener closes without waiting for them.
+        const flowsStopped = flows.stop();
         await reaper.stop();
-        await flows.stop();
         await closeProfileWriters(deps, writers);
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
         await poolsStopped;
+        await flowsStopped;
         // A stopped service leaves no browser behind; their sessions end as browser_gone
         // when the reaper next looks.
         await runtime.terminateAll(BROWSER_STOP_GRACE_MS);
