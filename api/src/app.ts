@@ -4,6 +4,7 @@ import express, { type Express } from 'express';
 import { pinoHttp } from 'pino-http';
 import type { AppDeps } from './app-deps.js';
 import { errorMiddleware } from './http/error-middleware.js';
+import { checkQueryEncoding, JSON_MEDIA_TYPES, limitJsonBody, limitJsonDepth, verifyUtf8Body } from './http/input-checks.js';
 import { createMetrics } from './http/metrics.js';
 import { buildOpenApiDocument } from './http/openapi.js';
 import { PAGINATION_HEADERS } from './http/pagination.js';
@@ -71,13 +72,19 @@ export function buildApp(deps: AppDeps): BuiltApp {
     res.setHeader('Access-Control-Expose-Headers', [...PAGINATION_HEADERS, 'X-Request-Id'].join(', '));
     next();
   });
+  // Hostile input: a bad query string or a non-UTF-8 or absurdly deep JSON body is a
+  // 400 here, before any route runs (see input-checks.ts for what each prevents).
+  app.use(checkQueryEncoding);
+  app.use(limitJsonBody(deps.settings.maxBodyBytes));
   app.use(
     express.json({
       limit: deps.settings.maxBodyBytes,
-      type: ['application/json', 'application/*+json'],
+      type: JSON_MEDIA_TYPES,
       strict: false,
+      verify: verifyUtf8Body,
     }),
   );
+  app.use(limitJsonDepth);
   mountRoutes(app, routes, deps);
   app.use(errorMiddleware(deps.log));
   return { app, routes, lifecycle };

@@ -1,5 +1,5 @@
 import { mkdir } from 'node:fs/promises';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Express } from 'express';
@@ -144,10 +144,42 @@ export function loopbackUrl(address: AddressInfo): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${address.port}`;
 }
 
+/**
+ * Deadlines for a client to deliver its request. Node's defaults (60 s for headers,
+ * checked only every 30 s) let a slowloris client that trickles headers hold a socket
+ * for up to 90 s; these close it within about 25 s. The whole request keeps Node's
+ * 300 s because fs write_file and profile archive uploads stream large bodies through
+ * here. Responses (SSE, file downloads) are not bounded by either.
+ */
+export interface ServerTimeouts {
+  /** Time allowed to receive the request line and every header. */
+  headersTimeoutMs: number;
+  /** Time allowed to receive the whole request, body included. */
+  requestTimeoutMs: number;
+  /** How often Node looks for connections past either deadline. */
+  checkIntervalMs: number;
+}
+
+export const SERVER_TIMEOUTS: ServerTimeouts = { headersTimeoutMs: 20_000, requestTimeoutMs: 300_000, checkIntervalMs: 5_000 };
+
+/** The HTTP server of the app with the deadlines above; tests build theirs with this too. */
+export function createHttpServer(app: Express, timeouts: ServerTimeouts = SERVER_TIMEOUTS): Server {
+  const server = createServer(
+    {
+      headersTimeout: timeouts.headersTimeoutMs,
+      requestTimeout: timeouts.requestTimeoutMs,
+      connectionsCheckingInterval: timeouts.checkIntervalMs,
+    },
+    app,
+  );
+  return server;
+}
+
 function listen(app: Express, port: number, host: string): Promise<Server> {
   return new Promise((resolve, reject) => {
-    const server = app.listen(port, host, (error?: Error) => (error ? reject(error) : resolve(server)));
+    const server = createHttpServer(app);
     server.once('error', reject);
+    server.listen(port, host, () => resolve(server));
   });
 }
 
