@@ -26,8 +26,13 @@ function requestBodyOf(route: RouteDef): Pick<ZodOpenApiOperationObject, 'reques
 export function buildOpenApiDocument(routes: RouteDef[], version: string): ReturnType<typeof createDocument> {
   const paths: ZodOpenApiPathsObject = {};
   for (const route of routes) {
+    // What any route of its kind can answer, whatever its own list says: a request
+    // with parameters can fail validation (400), a project-scoped request can name a
+    // project that does not exist (X-Kernel-Project-Id: 404).
     const common = {
       ...(route.auth === 'public' ? {} : errorResponses(401, 403)),
+      ...(route.params || route.query || route.body ? errorResponses(400) : {}),
+      ...(route.auth === 'project' ? errorResponses(404) : {}),
       ...(route.body || route.bodyType ? errorResponses(413, 415) : {}),
       ...errorResponses(500),
     };
@@ -37,7 +42,9 @@ export function buildOpenApiDocument(routes: RouteDef[], version: string): Retur
         {
           description: spec.description,
           ...(spec.headers ? { headers: z.object(Object.fromEntries(Object.entries(spec.headers).map(([n, h]) => [n, h.schema.describe(h.description)]))) } : {}),
-          ...(spec.schema ? { content: { [spec.contentType ?? 'application/json']: { schema: spec.schema } } } : {}),
+          ...(spec.schema
+            ? { content: Object.fromEntries([spec.contentType ?? 'application/json'].flat().map((type) => [type, { schema: spec.schema }])) }
+            : {}),
         },
       ]),
     );

@@ -33,7 +33,8 @@ export interface ResponseSpec {
   schema?: z.ZodType;
   /** Response headers documented in OpenAPI, by name. */
   headers?: Record<string, { description: string; schema: z.ZodType }>;
-  contentType?: string;
+  /** The media type of the body, or each one it can be (default application/json). */
+  contentType?: string | string[];
 }
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;

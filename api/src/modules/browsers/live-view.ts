@@ -66,7 +66,7 @@ export function liveViewRoutes(deps: AppDeps): RouteDef[] {
       tags,
       auth: 'public',
       responses: {
-        200: { description: 'The file', schema: z.string(), contentType: 'text/javascript' },
+        200: { description: 'The file', schema: z.string(), contentType: ['text/javascript', 'text/css'] },
         ...errorResponses(404),
       },
       handler: async ({ req, res }) => {

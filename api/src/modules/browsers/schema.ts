@@ -10,7 +10,8 @@ export const DEFAULT_TIMEOUT_SECONDS = 60;
 export const MAX_TAGS = 50;
 export const DEFAULT_VIEWPORT = { width: 1920, height: 1080, refresh_rate: 25 } as const;
 
-const noControl = /^[^\p{Cc}]*$/u;
+// eslint-disable-next-line no-control-regex -- refusing control characters is the point
+const noControl = /^[^\u0000-\u001f\u007f-\u009f]*$/u;
 
 /** A session name: 1 to 255 characters without control characters; "" means none. */
 export const sessionName = z.string().max(255).regex(noControl, 'must not contain control characters');
@@ -26,7 +27,8 @@ const tagKey = z
   .string()
   .min(1)
   .max(128)
-  .regex(/^[^\p{Cc}[\]]*$/u, 'must not contain control characters or brackets (tags[k]=v filters could not name it)');
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point
+  .regex(/^[^\u0000-\u001f\u007f-\u009f[\]]*$/u, 'must not contain control characters or brackets (tags[k]=v filters could not name it)');
 
 export const tagsSchema = z
   .record(tagKey, z.string().max(256).regex(noControl, 'must not contain control characters'))
@@ -119,8 +121,10 @@ export const listBrowsersQuery = z.object({
   status: z.enum(['active', 'deleted', 'all']).optional().describe('active (default), deleted or all'),
   include_deleted: queryBoolean.optional().describe('Deprecated: same as status=all'),
   query: lookupText.optional().describe('Substring of the name, or a session, profile or proxy id (exact or prefix)'),
+  // The rules of stored tags: a filter no tag can match is a 400, and a NUL (which
+  // Postgres refuses in jsonb) must not reach the query as a 500.
   tags: z
-    .record(z.string(), z.string())
+    .record(tagKey, z.string().max(256).regex(noControl, 'must not contain control characters'))
     .optional()
     .describe('tags[k]=v: only sessions with every given tag exactly'),
 });

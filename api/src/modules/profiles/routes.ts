@@ -121,7 +121,7 @@ export function profileRoutes(deps: AppDeps): RouteDef[] {
         200: {
           description: 'The archive (application/zstd for tar.zst, application/x-tar for tar)',
           schema: z.string().meta({ format: 'binary' }),
-          contentType: 'application/octet-stream',
+          contentType: [MEDIA_TYPES['tar.zst'], MEDIA_TYPES.tar],
         },
         ...errorResponses(400, 404, 500),
       },

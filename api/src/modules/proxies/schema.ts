@@ -84,14 +84,16 @@ export const customConfig = z
       .string()
       .min(1)
       .max(255)
-      .regex(/^[^\p{Cc}:]*$/u, 'must not contain ":" or control characters')
+      // eslint-disable-next-line no-control-regex -- refusing control characters is the point
+      .regex(/^[^\u0000-\u001f\u007f-\u009f:]*$/u, 'must not contain ":" or control characters')
       .optional()
       .describe('Username for proxy authentication'),
     password: z
       .string()
       .min(1)
       .max(1024)
-      .regex(/^[^\p{Cc}]*$/u, 'must not contain control characters')
+      // eslint-disable-next-line no-control-regex -- refusing control characters is the point
+      .regex(/^[^\u0000-\u001f\u007f-\u009f]*$/u, 'must not contain control characters')
       .optional()
       .describe('Password for proxy authentication; stored encrypted and never returned'),
   })

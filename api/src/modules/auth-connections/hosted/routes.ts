@@ -79,7 +79,7 @@ export function hostedPageRoutes(deps: AppDeps): RouteDef[] {
       tags,
       auth: 'public',
       params: z.object({ file: lookupText }),
-      responses: { 200: { description: 'The file', schema: z.string(), contentType: 'text/javascript' }, ...errorResponses(404) },
+      responses: { 200: { description: 'The file', schema: z.string(), contentType: ['text/javascript', 'text/css'] }, ...errorResponses(404) },
       handler: ({ params: p, res }) => {
         const asset = HOSTED_ASSETS[p.file];
         if (!asset) throw new AppError(404, 'not_found', `No asset ${JSON.stringify(p.file)}`);
