@@ -5,7 +5,7 @@ NPM ?= npm
 VITEST := node_modules/.bin/vitest
 DEPS_STAMP := node_modules/.deps-stamp
 
-.PHONY: help run test build deps system-packages test-packages lint typecheck test-unit test-integration test-e2e bench clean
+.PHONY: help run test build deps system-packages test-packages lint typecheck test-unit test-integration test-e2e fuzz reliability bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -43,11 +43,19 @@ test-integration: build test-packages ## Integration tier: the app in-process ag
 test-e2e: build test-packages ## End-to-end tier: the built service started as a user starts it, driven by @onkernel/sdk
 	$(VITEST) run --config test/vitest.e2e.ts
 
-test: deps test-packages ## Everything CI runs: lint, type check, and every test tier
+test: deps test-packages ## Everything CI runs: lint, type check, every test tier, the short API fuzz
 	@rm -rf .test-results
 	$(MAKE) --no-print-directory lint typecheck
 	$(MAKE) --no-print-directory test-unit test-integration test-e2e
 	@node scripts/test-summary.mjs
+	$(MAKE) --no-print-directory fuzz
+
+fuzz: build ## Schemathesis against /openapi.json: no 5xx, every response as documented (FUZZ_EXAMPLES, FUZZ_RANDOM=1)
+	scripts/fuzz.sh
+
+reliability: build test-packages ## The long forms: a random-seed fuzz with 100 examples per operation, hostile input, the authorisation matrix
+	FUZZ_EXAMPLES=100 FUZZ_RANDOM=1 scripts/fuzz.sh
+	$(VITEST) run --config test/vitest.integration.ts test/integration/hostile-input.test.ts test/integration/authorization-matrix.test.ts
 
 bench: build system-packages ## Benchmarks; print figures and ratios against a baseline from the same run
 	node dist/bench/run.js
