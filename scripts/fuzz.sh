@@ -13,9 +13,11 @@
 # a 55 s long poll), and the SSE streams (schemathesis reads a text/event-stream schema
 # as OpenAPI 3.2's event envelope, while our 3.1 document describes each frame's JSON;
 # the streams are tested through the SDK's own decoder instead); deleting or rotating API
-# keys (the fuzzer would revoke its own key and spend the rest of the run on 401s); the
-# hosted login page's two POSTs (schemathesis 4.32.5's generator fails on them with an
-# internal error; test/integration/auth-hosted-page.test.ts covers them).
+# keys (the fuzzer would revoke its own key and spend the rest of the run on 401s).
+#
+# One worker: with two, hypothesis parses lambda sources from two threads at once and
+# CPython 3.11's ast module fails with "AST constructor recursion depth mismatch" on a
+# random operation (seen in CI; not a finding about the API).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,9 +61,9 @@ status=0
   -H "Authorization: Bearer $KEY" \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance \
   --max-examples "${FUZZ_EXAMPLES:-10}" \
-  --exclude-path-regex '^/browsers$|^/browser_pools/[^/]+/acquire$|/events$|/stream$|^/auth/hosted/[^/]+/(session|submit)$' \
+  --exclude-path-regex '^/browsers$|^/browser_pools/[^/]+/acquire$|/events$|/stream$' \
   --exclude-operation-id deleteApiKey --exclude-operation-id rotateApiKey \
-  --request-timeout 30 --workers 2 --no-color "${GENERATION[@]}" || status=$?
+  --request-timeout 30 --workers 1 --no-color "${GENERATION[@]}" || status=$?
 if grep -q '"level":50\|"level":60' "$LOG"; then
   echo "fuzz: the service logged errors:" >&2
   grep '"level":50\|"level":60' "$LOG" | head -20 >&2
