@@ -31,7 +31,7 @@ import {
   viewContext,
 } from './service.js';
 import { findConnection, listConnections, listTimeline } from './store.js';
-import { presentConnection, presentTimelineEvent } from './view.js';
+import { liveViewUrl, presentConnection, presentTimelineEvent } from './view.js';
 
 const tags = ['Managed auth'];
 
@@ -140,10 +140,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
         const proxyId = body.proxy ? await resolveProxyRef(deps.db, scope, body.proxy) : undefined;
         const started = await authFlows(deps).begin(scope, params.id, 'LOGIN', { proxyId, telemetry: body.browser_telemetry });
         const ctx = viewContext(deps, req);
-        const row = (await findConnection(deps.db, scope, params.id)) ?? started.row;
-        const sessionId = row.flow?.id === started.flowId ? row.flow.browser_session_id : null;
-        const liveView = sessionId ? (await presentConnection(ctx, row)).live_view_url : null;
-        return json(presentLogin(ctx, row.flow?.id === started.flowId ? row : started.row, started.handoffCode, liveView ?? null));
+        return json(presentLogin(ctx, started.row, started.handoffCode, await liveViewUrl(ctx, started.sessionId)));
       },
     }),
     defineRoute({

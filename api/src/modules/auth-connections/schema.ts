@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { paginationQuery } from '../../http/pagination.js';
 import { lookupText, timestamp } from '../../http/schemas.js';
 import { telemetryRequestSchema } from '../browsers/telemetry.js';
-import { normaliseDomain } from '../credentials/domain.js';
+import { hostNameSchema } from '../credentials/schema.js';
 import { profileName } from '../profiles/schema.js';
 
 /** CONTRACT §5: managed auth connections, their flows, events and timeline. */
@@ -42,15 +42,6 @@ export type CanReauthReason = (typeof CAN_REAUTH_REASONS)[number];
 // eslint-disable-next-line no-control-regex -- refusing control characters is the point
 const NO_CONTROL = /^[^\u0000-\u001f\u007f-\u009f]*$/u;
 
-export const domainSchema = z
-  .string()
-  .max(255)
-  .transform((text, ctx) => {
-    const host = normaliseDomain(text);
-    if (host !== undefined) return host;
-    ctx.addIssue({ code: 'custom', message: 'must be a host name such as example.com, without scheme, port or path' });
-    return z.NEVER;
-  });
 
 const httpUrl = z
   .string()
@@ -90,7 +81,7 @@ const credentialRef = z
 export type CredentialRef = z.output<typeof credentialRef>;
 
 const allowedDomains = z
-  .array(domainSchema)
+  .array(hostNameSchema)
   .max(MAX_ALLOWED_DOMAINS)
   .describe('Extra domains the flow’s browser may navigate to (subdomains included); well-known SSO identity providers are always allowed');
 
@@ -116,7 +107,7 @@ const sharedFields = {
 
 export const createConnectionBody = z
   .strictObject({
-    domain: domainSchema.describe('The site to stay logged into, e.g. example.com'),
+    domain: hostNameSchema.describe('The site to stay logged into, e.g. example.com'),
     profile_name: profileName.describe('The profile kept logged in; created when missing'),
     login_url: httpUrl.optional().describe('The login page; without it the flow finds it from the domain'),
     ...sharedFields,
@@ -136,7 +127,7 @@ export const connectionParams = z.object({ id: lookupText.describe('Auth connect
 
 export const listConnectionsQuery = z.object({
   ...paginationQuery,
-  domain: domainSchema.optional().describe('Only connections for exactly this domain'),
+  domain: hostNameSchema.optional().describe('Only connections for exactly this domain'),
   profile_name: lookupText.optional().describe('Only connections of this profile (by name)'),
   query: lookupText.optional().describe('Case-insensitive substring of the domain or profile name, or an exact id'),
 });

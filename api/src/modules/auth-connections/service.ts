@@ -5,7 +5,7 @@ import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '..
 import { channelName } from '../../events/hub.js';
 import type { AuthContext } from '../../http/auth-context.js';
 import { requireProject } from '../../http/auth-context.js';
-import { AppError, badRequest, conflict, notFound } from '../../http/errors.js';
+import { badRequest, conflict, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
 import { scheduleJob, unscheduleJob } from '../../jobs/queue.js';
 import { createCdpTokens } from '../browsers/cdp-token.js';
@@ -102,12 +102,11 @@ function checkInterval(deps: AppDeps, interval: number | undefined): void {
 }
 
 /** Keeps the connection's one scheduled health check in step with its settings. */
-async function rescheduleHealthCheck(deps: AppDeps, db: Queryable, row: Pick<ConnectionRow, 'id' | 'health_checks' | 'health_check_interval'>): Promise<void> {
+export async function rescheduleHealthCheck(deps: AppDeps, db: Queryable, row: Pick<ConnectionRow, 'id' | 'health_checks' | 'health_check_interval'>): Promise<void> {
   if (!row.health_checks) return unscheduleJob(db, healthCheckJobKey(row.id));
   const runAt = new Date(deps.clock.now().getTime() + row.health_check_interval * 1000);
   await scheduleJob(db, HEALTH_CHECK_TASK, { connection_id: row.id }, runAt, healthCheckJobKey(row.id));
 }
-export { rescheduleHealthCheck };
 
 export async function createConnection(deps: AppDeps, auth: AuthContext, input: CreateConnectionInput): Promise<ConnectionRow> {
   const scope = scopeOf(auth);
@@ -349,4 +348,3 @@ export const countProjectAuthConnections: ProjectResourceCounter = async (db, pr
   count: await countProjectConnections(db, projectId),
 });
 
-export { AppError };

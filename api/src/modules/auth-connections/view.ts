@@ -27,7 +27,7 @@ export const hostedPath = (flowId: string) => `/auth/hosted/${encodeURIComponent
 
 export const isRunning = (flow: Pick<FlowRow, 'status'> | null): boolean => flow?.status === 'IN_PROGRESS';
 
-async function liveViewUrl(ctx: ViewContext, sessionId: string): Promise<string> {
+export async function liveViewUrl(ctx: ViewContext, sessionId: string): Promise<string> {
   const { token } = await ctx.tokens.issue(sessionId);
   return `${ctx.httpBase}${liveViewPath(sessionId)}?token=${token}`;
 }

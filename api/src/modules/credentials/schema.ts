@@ -23,7 +23,8 @@ const credentialName = z
   .refine((s) => !CREDENTIAL_ID.test(s), 'must not look like a credential id (cred_ followed by 24 characters)')
   .describe('Name, 1 to 255 characters, unique in the project (case- and accent-insensitive); usable in place of the id');
 
-const domain = z
+/** A bare host name, normalised (lower case, punycode, no trailing dot); shared with auth connections. */
+export const hostNameSchema = z
   .string()
   .max(255)
   .transform((text, ctx) => {
@@ -31,8 +32,9 @@ const domain = z
     if (host !== undefined) return host;
     ctx.addIssue({ code: 'custom', message: 'must be a host name such as example.com, without scheme, port or path' });
     return z.NEVER;
-  })
-  .describe('Host name the credential is for, e.g. example.com; stored lower-case, IDNs as punycode');
+  });
+
+const domain = hostNameSchema.describe('Host name the credential is for, e.g. example.com; stored lower-case, IDNs as punycode');
 
 export const valueKey = z
   .string()

@@ -155,7 +155,7 @@ export class AuthFlows {
     await updateRunningFlow(this.deps.db, flowId, { browser_session_id: session.id }, this.deps.clock.now());
     await this.deps.events.publish(connectionChannel(connectionId), { id: connectionId });
     this.drive(connectionId, flowId, session, type);
-    return started;
+    return { ...started, sessionId: session.id };
   }
 
   private drive(connectionId: string, flowId: string, session: SessionRow, type: 'LOGIN' | 'REAUTH'): void {
@@ -433,7 +433,7 @@ class FlowDriver {
           return { status: 'FAILED', code: 'reauth_needs_input', message: `Re-authentication needs a person: the site asks for ${needs}` };
         }
         await this.setStep('AWAITING_INPUT', view, { website_error: reading.errorText });
-        step = await this.awaitInput(row);
+        step = await this.awaitInput();
         for (const [id, value] of Object.entries(valuesToSave(view, step))) this.typed[id] = value;
       }
       addRequirements(this.requirements, view, step);
@@ -500,7 +500,7 @@ class FlowDriver {
   }
 
   /** Waits for a submission (sealed in the flow row by any replica), the expiry or a cancel. */
-  private async awaitInput(row: ConnectionRow): Promise<PlannedStep> {
+  private async awaitInput(): Promise<PlannedStep> {
     for (;;) {
       await this.checkAlive();
       const sealed = await takePendingInput(this.deps.db, this.flowId);
@@ -512,7 +512,6 @@ class FlowDriver {
       const untilExpiry = flow ? flow.expires_at.getTime() - this.deps.clock.now().getTime() : 0;
       // Woken by the connection's notifications; the timeout covers a missed one.
       await this.signals.waitForWake(Math.max(50, Math.min(untilExpiry, 2_000)));
-      void row;
     }
   }
 
