@@ -47,8 +47,8 @@ test: deps test-packages ## Everything CI runs: lint, type check, every test tie
 	@rm -rf .test-results
 	$(MAKE) --no-print-directory lint typecheck
 	$(MAKE) --no-print-directory test-unit test-integration test-e2e
+	FUZZ_RESULTS=.test-results/fuzz.counts $(MAKE) --no-print-directory fuzz
 	@node scripts/test-summary.mjs
-	$(MAKE) --no-print-directory fuzz
 
 fuzz: build ## Schemathesis against /openapi.json: no 5xx, every response as documented (FUZZ_EXAMPLES, FUZZ_RANDOM=1)
 	scripts/fuzz.sh

@@ -56,14 +56,23 @@ fi
 
 GENERATION=(--generation-deterministic)
 [[ "${FUZZ_RANDOM:-}" == 1 ]] && GENERATION=()
-status=0
+set +e # keep going to report the counts and the log when schemathesis fails
 "$VENV/bin/st" run "http://127.0.0.1:$PORT/openapi.json" \
   -H "Authorization: Bearer $KEY" \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance \
   --max-examples "${FUZZ_EXAMPLES:-10}" \
   --exclude-path-regex '^/browsers$|^/browser_pools/[^/]+/acquire$|/events$|/stream$' \
   --exclude-operation-id deleteApiKey --exclude-operation-id rotateApiKey \
-  --request-timeout 30 --workers 1 --no-color "${GENERATION[@]}" || status=$?
+  --request-timeout 30 --workers 1 --no-color "${GENERATION[@]}" 2>&1 | tee "$DATA/schemathesis.out"
+status=${PIPESTATUS[0]}
+set -e
+# For make test's closing line: how many generated cases ran and how many passed.
+if [[ -n "${FUZZ_RESULTS:-}" ]]; then
+  counts=$(grep -oE '^ *[0-9]+ generated, .*[0-9]+ passed' "$DATA/schemathesis.out" | tail -1 || true)
+  generated=$(grep -oE '^ *[0-9]+' <<<"$counts" | tr -d ' ' || true)
+  passed=$(grep -oE '[0-9]+ passed' <<<"$counts" | grep -oE '[0-9]+' || true)
+  echo "{\"generated\": ${generated:-0}, \"passed\": ${passed:-0}}" >"$FUZZ_RESULTS"
+fi
 if grep -q '"level":50\|"level":60' "$LOG"; then
   echo "fuzz: the service logged errors:" >&2
   grep '"level":50\|"level":60' "$LOG" | head -20 >&2
