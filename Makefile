@@ -5,7 +5,7 @@ NPM ?= npm
 VITEST := node_modules/.bin/vitest
 DEPS_STAMP := node_modules/.deps-stamp
 
-.PHONY: help run test build deps system-packages test-packages lint typecheck test-unit test-integration test-e2e fuzz reliability bench clean
+.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e fuzz reliability bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -49,6 +49,9 @@ test: deps test-packages ## Everything CI runs: lint, type check, every test tie
 	$(MAKE) --no-print-directory test-unit test-integration test-e2e
 	FUZZ_RESULTS=.test-results/fuzz.counts $(MAKE) --no-print-directory fuzz
 	@node scripts/test-summary.mjs
+
+crds: build ## Regenerate crds/ from the API's zod schemas (a unit test fails when they are stale)
+	node dist/operator/src/k8s/write-crds.js
 
 fuzz: build ## Schemathesis against /openapi.json: no 5xx, every response as documented (FUZZ_EXAMPLES, FUZZ_RANDOM=1)
 	scripts/fuzz.sh

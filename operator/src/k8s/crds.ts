@@ -1,0 +1,231 @@
+/**
+ * The three CustomResourceDefinitions (group browserplane.dev, version v1alpha1), built
+ * from the API's own zod request schemas so a manifest and a POST body obey the same
+ * rules. `make crds` writes them to crds/; a unit test fails when the committed files and
+ * this module disagree, and the Kubernetes tier applies them to a real API server.
+ *
+ * Each resource's spec is the API's create body in Kubernetes spelling plus `project`;
+ * rules JSON Schema cannot state (exactly one of id or name, a profile needed for
+ * refreshOnProfileUpdate) are CEL validations, checked by the API server at admission.
+ */
+import { z } from 'zod';
+import { createConnectionBody } from '../../../api/src/modules/auth-connections/schema.js';
+import { createPoolBody } from '../../../api/src/modules/browser-pools/schema.js';
+import { createBrowserBody } from '../../../api/src/modules/browsers/schema.js';
+import { structuralSchemaOf, wireSchemaOf, type JsonSchema } from './structural-schema.js';
+
+export const GROUP = 'browserplane.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+/** metav1.Condition, as every Kubernetes API spells a condition. */
+const condition = z.strictObject({
+  type: z.string().min(1).max(316).describe('Condition type, e.g. Ready'),
+  status: z.enum(['True', 'False', 'Unknown']),
+  observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation the condition was computed from'),
+  lastTransitionTime: z.string().describe('When status last changed (RFC 3339)'),
+  reason: z.string().min(1).max(1024).describe('CamelCase reason code'),
+  message: z.string().max(32_768).describe('Human-readable detail'),
+});
+
+const commonStatus = {
+  observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation this status describes'),
+  conditions: z.array(condition).optional().describe('Ready and others, one per type'),
+};
+
+const poolStatus = z.strictObject({
+  ...commonStatus,
+  poolId: z.string().optional().describe('The pool’s id in the API'),
+  size: z.number().int().optional().describe('Browsers the pool keeps warm'),
+  availableCount: z.number().int().optional().describe('Idle browsers ready to be acquired'),
+  acquiredCount: z.number().int().optional().describe('Browsers leased out'),
+  startingCount: z.number().int().optional().describe('Browsers being launched'),
+});
+
+const sessionStatus = z.strictObject({
+  ...commonStatus,
+  sessionId: z.string().optional().describe('The session’s id in the API'),
+  phase: z.enum(['Pending', 'Starting', 'Running', 'Ended', 'Failed']).optional(),
+  podName: z.string().optional().describe('The pod running the browser'),
+  cdpWsUrl: z.string().optional().describe('CDP WebSocket URL through the API (token-signed)'),
+  webdriverWsUrl: z.string().optional().describe('WebDriver BiDi WebSocket URL through the API (token-signed)'),
+  browserLiveViewUrl: z.string().optional().describe('Live view URL, for headful sessions'),
+  endReason: z.string().optional().describe('Why the session ended'),
+});
+
+const authStatus = z.strictObject({
+  ...commonStatus,
+  connectionId: z.string().optional().describe('The auth connection’s id in the API'),
+  status: z.enum(['AUTHENTICATED', 'NEEDS_AUTH']).optional().describe('Whether the profile is logged in'),
+  flowStatus: z.string().optional().describe('Status of the newest login flow'),
+  flowStep: z.string().optional().describe('Step of the newest login flow'),
+  lastAuthAt: z.string().optional().describe('When the profile last logged in (RFC 3339)'),
+  lastCheckAt: z.string().optional().describe('When the last health check ran (RFC 3339)'),
+});
+
+const project = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 255,
+  description: 'The project (name or id) the resource belongs to; the default project when omitted',
+} satisfies JsonSchema;
+
+const exactlyOneOfIdOrName = { rule: 'has(self.id) != has(self.name)', message: 'give exactly one of id or name' };
+
+export interface KindDefinition {
+  kind: string;
+  plural: string;
+  singular: string;
+  shortNames: string[];
+  /** The API request body the spec mirrors. */
+  wire: z.ZodType;
+  status: z.ZodType;
+  /** CEL rules by path in the structural spec ('' = the spec itself). */
+  validations: Record<string, { rule: string; message: string }[]>;
+  printerColumns: { name: string; type: string; jsonPath: string; description: string; priority?: number }[];
+}
+
+const ready = { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status', description: 'Ready condition' };
+const age = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Time since creation' };
+
+export const KINDS: KindDefinition[] = [
+  {
+    kind: 'BrowserPool',
+    plural: 'browserpools',
+    singular: 'browserpool',
+    shortNames: ['bpool'],
+    wire: createPoolBody,
+    status: poolStatus,
+    validations: {
+      '': [
+        {
+          rule: '!has(self.refreshOnProfileUpdate) || !self.refreshOnProfileUpdate || has(self.profile)',
+          message: 'refreshOnProfileUpdate needs a profile',
+        },
+        { rule: '!has(self.extensions) || size(self.extensions) == 0', message: 'extensions cannot be loaded yet; send [] or omit it' },
+      ],
+      profile: [exactlyOneOfIdOrName],
+    },
+    printerColumns: [
+      { name: 'Size', type: 'integer', jsonPath: '.spec.size', description: 'Browsers kept warm' },
+      { name: 'Available', type: 'integer', jsonPath: '.status.availableCount', description: 'Idle browsers' },
+      { name: 'Acquired', type: 'integer', jsonPath: '.status.acquiredCount', description: 'Leased browsers' },
+      ready,
+      age,
+    ],
+  },
+  {
+    kind: 'BrowserSession',
+    plural: 'browsersessions',
+    singular: 'browsersession',
+    shortNames: ['bsess'],
+    wire: createBrowserBody,
+    status: sessionStatus,
+    validations: {
+      '': [
+        { rule: '!has(self.gpu) || !self.gpu', message: 'no GPU is available on this installation; omit gpu or send false' },
+        { rule: '!has(self.extensions) || size(self.extensions) == 0', message: 'extensions cannot be loaded yet; send [] or omit it' },
+      ],
+      profile: [exactlyOneOfIdOrName],
+    },
+    printerColumns: [
+      { name: 'Phase', type: 'string', jsonPath: '.status.phase', description: 'Where the session is in its life' },
+      { name: 'Headless', type: 'boolean', jsonPath: '.spec.headless', description: 'Headless browser' },
+      { name: 'Pod', type: 'string', jsonPath: '.status.podName', description: 'Pod running the browser', priority: 1 },
+      { name: 'Session', type: 'string', jsonPath: '.status.sessionId', description: 'Id in the API', priority: 1 },
+      ready,
+      age,
+    ],
+  },
+  {
+    kind: 'AuthConnection',
+    plural: 'authconnections',
+    singular: 'authconnection',
+    shortNames: ['authconn'],
+    wire: createConnectionBody,
+    status: authStatus,
+    validations: {
+      proxy: [exactlyOneOfIdOrName],
+      credential: [
+        { rule: 'has(self.name) || has(self.provider)', message: 'give a name, or a provider with path or auto' },
+        { rule: '!(has(self.name) && has(self.provider))', message: 'name cannot be combined with provider' },
+        { rule: 'has(self.provider) || (!has(self.path) && !has(self.auto))', message: 'path and auto need a provider' },
+      ],
+    },
+    printerColumns: [
+      { name: 'Domain', type: 'string', jsonPath: '.spec.domain', description: 'Site kept logged in' },
+      { name: 'Profile', type: 'string', jsonPath: '.spec.profileName', description: 'Profile kept logged in' },
+      { name: 'Status', type: 'string', jsonPath: '.status.status', description: 'AUTHENTICATED or NEEDS_AUTH' },
+      ready,
+      age,
+    ],
+  },
+];
+
+function withValidations(spec: JsonSchema, validations: KindDefinition['validations']): JsonSchema {
+  for (const [path, rules] of Object.entries(validations)) {
+    let node = spec;
+    for (const part of path ? path.split('.') : []) {
+      const next = node.properties?.[part];
+      if (!next) throw new Error(`validation path ${path} names no field of the spec`);
+      node = next;
+    }
+    node['x-kubernetes-validations'] = [...(node['x-kubernetes-validations'] ?? []), ...rules];
+  }
+  return spec;
+}
+
+/** The status schema, with conditions merged by type as Kubernetes list-map semantics say. */
+function statusSchema(status: z.ZodType): JsonSchema {
+  const schema = structuralSchemaOf(wireSchemaOf(status));
+  const conditions = schema.properties?.conditions;
+  if (conditions) Object.assign(conditions, { 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] });
+  return schema;
+}
+
+export function customResourceDefinition(definition: KindDefinition): Record<string, unknown> {
+  const spec = structuralSchemaOf(wireSchemaOf(definition.wire));
+  spec.properties = { ...spec.properties, project };
+  withValidations(spec, definition.validations);
+  delete spec.description;
+  return {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: `${definition.plural}.${GROUP}`, labels: { 'app.kubernetes.io/part-of': 'browserplane' } },
+    spec: {
+      group: GROUP,
+      names: {
+        kind: definition.kind,
+        listKind: `${definition.kind}List`,
+        plural: definition.plural,
+        singular: definition.singular,
+        shortNames: definition.shortNames,
+        categories: ['browserplane'],
+      },
+      scope: 'Namespaced',
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: definition.printerColumns,
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              description: `${definition.kind} (Browserplane). The spec mirrors the API's request body in Kubernetes spelling.`,
+              required: ['spec'],
+              properties: {
+                apiVersion: { type: 'string' },
+                kind: { type: 'string' },
+                metadata: { type: 'object' },
+                spec: { ...spec, description: 'Desired state' },
+                status: { ...statusSchema(definition.status), description: 'Observed state, written by the operator' },
+              },
+            },
+          },
+        },
+      ],
+    },
+  };
+}
