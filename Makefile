@@ -5,7 +5,7 @@ NPM ?= npm
 VITEST := node_modules/.bin/vitest
 DEPS_STAMP := node_modules/.deps-stamp
 
-.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e fuzz reliability bench clean
+.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s k8s-binaries fuzz reliability bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -43,10 +43,16 @@ test-integration: build test-packages ## Integration tier: the app in-process ag
 test-e2e: build test-packages ## End-to-end tier: the built service started as a user starts it, driven by @onkernel/sdk
 	$(VITEST) run --config test/vitest.e2e.ts
 
+k8s-binaries: ## Build etcd, kube-apiserver and kube-controller-manager from Go modules when missing (cold: ~12 min)
+	scripts/k8s-test-binaries.sh >/dev/null
+
+test-k8s: build k8s-binaries ## Kubernetes tier: CRDs, leases and the operator against a real kube-apiserver + etcd
+	$(VITEST) run --config test/vitest.k8s.ts
+
 test: deps test-packages ## Everything CI runs: lint, type check, every test tier, the short API fuzz
 	@rm -rf .test-results
 	$(MAKE) --no-print-directory lint typecheck
-	$(MAKE) --no-print-directory test-unit test-integration test-e2e
+	$(MAKE) --no-print-directory test-unit test-integration test-e2e test-k8s
 	FUZZ_RESULTS=.test-results/fuzz.counts $(MAKE) --no-print-directory fuzz
 	@node scripts/test-summary.mjs
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes test control plane (etcd, kube-apiserver, kube-controller-manager)
 # from the Go module proxy, using the pinned wrapper module in test/k8s/tools, into
-# .cache/k8s-bin/<kubernetes version>/. Idempotent: does nothing when the binaries exist.
+# ~/.cache/browserplane/k8s-bin/<kubernetes version>/ (BROWSERPLANE_K8S_BIN_DIR overrides). Idempotent: does nothing when the binaries exist.
 # Prints the binary directory as the last line of stdout (everything else goes to stderr),
 # so callers can do: BIN=$(scripts/k8s-test-binaries.sh | tail -n1)
 #
@@ -18,6 +18,8 @@ export GOTOOLCHAIN=local
 # Static binaries, like upstream's release builds (hack/lib/golang.sh).
 export CGO_ENABLED=0
 
+# Go as the polyglot machines install it, when no go is on PATH.
+command -v go >/dev/null || { [[ -x /usr/local/go/bin/go ]] && export PATH="/usr/local/go/bin:$PATH"; }
 command -v go >/dev/null || { echo "k8s-test-binaries: go is not installed" >&2; exit 1; }
 
 # The version comes from the wrapper's go.mod, so bumping it there is the only edit needed.
@@ -26,7 +28,8 @@ k8s_version=$(cd "$tools" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
   || { echo "k8s-test-binaries: cannot read k8s.io/kubernetes version from $tools/go.mod" >&2; exit 1; }
 k8s_minor=${BASH_REMATCH[1]}
 
-out="$root/.cache/k8s-bin/$k8s_version"
+# Outside the checkout, so fresh clones on one machine (CI runs in one) share the build.
+out="${BROWSERPLANE_K8S_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/browserplane/k8s-bin}/$k8s_version"
 binaries=(etcd kube-apiserver kube-controller-manager)
 
 missing=0

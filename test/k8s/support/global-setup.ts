@@ -1,0 +1,15 @@
+import type { TestProject } from 'vitest/node';
+import { startControlPlane, type ControlPlaneInfo } from './control-plane.js';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    controlPlane: ControlPlaneInfo;
+  }
+}
+
+/** One control plane for the whole tier; each test works in namespaces of its own. */
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const { stop, ...info } = await startControlPlane();
+  project.provide('controlPlane', info);
+  return stop;
+}
