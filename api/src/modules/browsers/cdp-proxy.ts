@@ -69,7 +69,11 @@ export function attachCdpProxy(server: Server, deps: AppDeps, options: { connect
     const url = new URL(req.url ?? '/', 'http://service');
     const match = PATH.exec(url.pathname);
     if (!match) return refuse(socket, 404, 'route_not_found', 'No WebSocket endpoint at this path');
-    handle(decodeURIComponent(match[1]!), match[2] as Kind, url, req, socket, head).catch((error: unknown) => {
+    // Decoded here, outside the promise: a URIError thrown in this listener would be
+    // uncaught and bring the whole service down for one unauthenticated request.
+    const sessionId = decodePathSegment(match[1]!);
+    if (sessionId === undefined) return refuse(socket, 400, 'invalid_path', 'The request path is not valid percent-encoded UTF-8');
+    handle(sessionId, match[2] as Kind, url, req, socket, head).catch((error: unknown) => {
       deps.log.error({ err: error }, 'CDP proxy failed');
       refuse(socket, 500, 'internal_error', 'The connection could not be set up');
     });
@@ -117,6 +121,14 @@ export function attachCdpProxy(server: Server, deps: AppDeps, options: { connect
       wss.close();
     },
   };
+}
+
+function decodePathSegment(segment: string): string | undefined {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The agent answered the upgrade with an HTTP status instead of switching protocols. */
@@ -170,6 +182,7 @@ function refuse(socket: Duplex, status: number, code: string, message: string): 
 }
 
 const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
   401: 'Unauthorized',
   403: 'Forbidden',
   404: 'Not Found',

@@ -100,11 +100,9 @@ export function hostedPageRoutes(deps: AppDeps): RouteDef[] {
       handler: async ({ params: p, body, req, res }) => {
         const token = randomBytes(32).toString('base64url');
         const flow = await useHandoff(deps.db, p.flow_id, sha256(body.code), sha256(token), deps.clock.now());
-        if (!flow) {
-          const known = await findFlow(deps.db, p.flow_id);
-          const why = !known || known.status !== 'IN_PROGRESS' ? 'This login has ended or does not exist' : 'This login link was already used or is not valid';
-          throw new AppError(403, 'invalid_handoff', why);
-        }
+        // One answer for every refusal: telling "ended or unknown" from "wrong code" would let
+        // anyone holding a flow id without its code learn whether that login is running.
+        if (!flow) throw new AppError(403, 'invalid_handoff', 'This login link has expired, was already used or is not valid');
         const maxAge = Math.max(1, Math.floor((flow.expires_at.getTime() - deps.clock.now().getTime()) / 1000));
         const secure = req.secure || req.headers['x-forwarded-proto'] === 'https';
         res.cookie(COOKIE, token, {
