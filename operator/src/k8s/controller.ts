@@ -1,0 +1,117 @@
+/**
+ * A controller as client-go's controllers are built: informers (list + watch, a local
+ * cache) feed keys into a rate-limited work queue, and workers reconcile keys, never one
+ * key on two workers at once. Level-triggered: a reconcile reads the current state from
+ * the caches and the API, never the event that woke it, so a missed or merged event costs
+ * nothing but latency.
+ *
+ * Watches: client-node's ListWatch resumes a watch the server closed normally from its
+ * last resourceVersion and relists when the server answers 410 Gone. A watch that fails
+ * (network, API server restart) stops with an error; this module restarts it after a
+ * backoff (1 s doubling to 30 s), as client-go's reflector does. Every `resyncMs` all
+ * cached keys are queued again, which repairs anything a bug or an outside change
+ * outside the watched kinds left behind.
+ */
+import type { Informer, KubernetesObject, ObjectCache } from '@kubernetes/client-node';
+import { runWorkers, WorkQueue, type RateLimiter, type ReconcileOutcome, type WorkQueueObserver } from './work-queue.js';
+
+export interface ControllerSource<T extends KubernetesObject = KubernetesObject> {
+  name: string;
+  informer: Informer<T> & ObjectCache<T>;
+  /** The keys an object's change should reconcile: itself, or its owner for a child. */
+  keysOf(object: T): string[];
+}
+
+export interface ControllerLog {
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+}
+
+export interface ControllerOptions {
+  name: string;
+  sources: ControllerSource[];
+  reconcile(key: string): Promise<ReconcileOutcome | void>;
+  workers?: number;
+  resyncMs?: number;
+  log: ControllerLog;
+  rateLimiter?: RateLimiter;
+  observer?: WorkQueueObserver;
+  /** First and longest wait before restarting a failed watch. */
+  watchBackoffMs?: { initial: number; max: number };
+}
+
+/** `namespace/name`, or `name` for cluster-scoped objects: client-go's key format. */
+export function objectKey(object: KubernetesObject): string {
+  const { namespace, name } = object.metadata ?? {};
+  return namespace ? `${namespace}/${name}` : `${name}`;
+}
+
+export function splitKey(key: string): { namespace?: string; name: string } {
+  const slash = key.indexOf('/');
+  return slash < 0 ? { name: key } : { namespace: key.slice(0, slash), name: key.slice(slash + 1) };
+}
+
+export class Controller {
+  readonly queue: WorkQueue;
+  private readonly restarts = new Map<string, number>();
+
+  constructor(private readonly options: ControllerOptions) {
+    this.queue = new WorkQueue(options.rateLimiter, options.observer);
+  }
+
+  /** How often each source's watch had to be restarted after an error. */
+  get watchRestarts(): ReadonlyMap<string, number> {
+    return this.restarts;
+  }
+
+  /** Runs until `signal` aborts; then stops the watches and waits for reconciles in flight. */
+  async run(signal: AbortSignal): Promise<void> {
+    const { sources, log, name } = this.options;
+    const backoff = this.options.watchBackoffMs ?? { initial: 1_000, max: 30_000 };
+    const enqueue = (source: ControllerSource) => (object: KubernetesObject) => {
+      for (const key of source.keysOf(object)) this.queue.add(key);
+    };
+    const timers = new Set<NodeJS.Timeout>();
+    for (const source of sources) {
+      const add = enqueue(source);
+      source.informer.on('add', add);
+      source.informer.on('update', add);
+      source.informer.on('delete', add);
+      let failures = 0;
+      source.informer.on('connect', () => {
+        failures = 0;
+      });
+      source.informer.on('error', (error: unknown) => {
+        if (signal.aborted) return;
+        const wait = Math.min(backoff.initial * 2 ** failures++, backoff.max);
+        this.restarts.set(source.name, (this.restarts.get(source.name) ?? 0) + 1);
+        log.warn({ controller: name, source: source.name, err: error, retryInMs: wait }, 'watch failed; restarting');
+        const timer = setTimeout(() => {
+          timers.delete(timer);
+          if (!signal.aborted) void source.informer.start().catch(() => undefined);
+        }, wait);
+        timers.add(timer);
+      });
+    }
+    // The first list of every source completes before workers start, so a reconcile
+    // never mistakes an empty cache for "nothing exists" (client-go's WaitForCacheSync).
+    await Promise.all(sources.map((source) => source.informer.start()));
+    log.info({ controller: name, sources: sources.map((s) => s.name) }, 'caches synced; reconciling');
+
+    const resync = setInterval(() => {
+      for (const source of sources) for (const object of source.informer.list()) enqueue(source)(object);
+    }, this.options.resyncMs ?? 300_000);
+    resync.unref();
+    const workers = runWorkers(this.queue, (key) => this.options.reconcile(key), {
+      workers: this.options.workers ?? 2,
+      onError: (key, error, retries) => log.warn({ controller: name, key, err: error, retries }, 'reconcile failed; retrying with backoff'),
+    });
+
+    await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+    clearInterval(resync);
+    for (const timer of timers) clearTimeout(timer);
+    await Promise.all(sources.map((source) => source.informer.stop()));
+    await this.queue.shutDown();
+    await workers;
+  }
+}
