@@ -1,0 +1,113 @@
+/**
+ * The browser pod: one agent container that launches Chromium, as the Kubernetes runtime
+ * creates it and as a kubelet (or the test suite's node agent) runs it. The launch spec
+ * travels in a Secret, not in the pod: it can hold decrypted proxy credentials, and pod
+ * specs are readable by far more people than secrets.
+ */
+import type { V1Pod, V1Secret } from '@kubernetes/client-node';
+import type { BrowserLaunchSpec } from '../ports/browser-runtime.js';
+
+export const AGENT_PORT = 9222;
+export const BROWSER_ID_LABEL = 'browserplane.dev/browser-id';
+export const COMPONENT_LABELS = {
+  'app.kubernetes.io/name': 'browserplane-browser',
+  'app.kubernetes.io/component': 'browser',
+  'app.kubernetes.io/managed-by': 'browserplane-operator',
+} as const;
+/** The unprivileged user of the browser image (docker/browser.Dockerfile). */
+export const BROWSER_UID = 10001;
+
+/** Pod and Secret name for a browser id: DNS-1123 (ids are lower-case base32 with `_`). */
+export function browserPodName(browserId: string): string {
+  return `browser-${browserId.toLowerCase().replace(/[^a-z0-9-]/g, '-')}`.slice(0, 63).replace(/-+$/, '');
+}
+
+/** Label values allow [A-Za-z0-9_.-], at most 63 characters, alphanumeric at both ends. */
+export function labelValue(text: string): string {
+  return text.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '');
+}
+
+export interface BrowserPodOptions {
+  namespace: string;
+  image: string;
+  imagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
+  /** Requests and limits for the agent container (Chromium included). */
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  serviceAccountName?: string;
+  /** Extra pod labels, e.g. the pool's. */
+  labels?: Record<string, string>;
+}
+
+export function browserSecret(spec: BrowserLaunchSpec, options: BrowserPodOptions): V1Secret {
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: {
+      name: browserPodName(spec.browserId),
+      namespace: options.namespace,
+      labels: { ...COMPONENT_LABELS, [BROWSER_ID_LABEL]: labelValue(spec.browserId) },
+    },
+    type: 'Opaque',
+    stringData: { spec: JSON.stringify(spec) },
+  };
+}
+
+export function browserPod(spec: BrowserLaunchSpec, options: BrowserPodOptions): V1Pod {
+  const name = browserPodName(spec.browserId);
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name,
+      namespace: options.namespace,
+      labels: { ...COMPONENT_LABELS, ...options.labels, [BROWSER_ID_LABEL]: labelValue(spec.browserId) },
+      // The id as written: label values cannot hold every id character.
+      annotations: { [BROWSER_ID_LABEL]: spec.browserId },
+    },
+    spec: {
+      restartPolicy: 'Never',
+      // The service account token is of no use to a browser and would be readable from it.
+      automountServiceAccountToken: false,
+      ...(options.serviceAccountName ? { serviceAccountName: options.serviceAccountName } : {}),
+      enableServiceLinks: false,
+      terminationGracePeriodSeconds: 15,
+      securityContext: {
+        runAsNonRoot: true,
+        runAsUser: BROWSER_UID,
+        runAsGroup: BROWSER_UID,
+        fsGroup: BROWSER_UID,
+        seccompProfile: { type: 'RuntimeDefault' },
+      },
+      containers: [
+        {
+          name: 'agent',
+          image: options.image,
+          imagePullPolicy: options.imagePullPolicy ?? 'IfNotPresent',
+          ports: [{ name: 'agent', containerPort: AGENT_PORT, protocol: 'TCP' }],
+          env: [
+            { name: 'AGENT_SPEC', valueFrom: { secretKeyRef: { name, key: 'spec' } } },
+            { name: 'AGENT_HOST', value: '0.0.0.0' },
+            { name: 'AGENT_PORT', value: String(AGENT_PORT) },
+            { name: 'AGENT_WORK_DIR', value: '/work' },
+          ],
+          readinessProbe: { httpGet: { path: '/health', port: 'agent' }, periodSeconds: 2, failureThreshold: 3 },
+          livenessProbe: { httpGet: { path: '/health', port: 'agent' }, initialDelaySeconds: 30, periodSeconds: 10, failureThreshold: 6 },
+          resources: options.resources ?? { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '2Gi' } },
+          securityContext: {
+            allowPrivilegeEscalation: false,
+            capabilities: { drop: ['ALL'] },
+          },
+          volumeMounts: [
+            { name: 'work', mountPath: '/work' },
+            // Chromium needs more shared memory than a container's default 64 MiB.
+            { name: 'dshm', mountPath: '/dev/shm' },
+          ],
+        },
+      ],
+      volumes: [
+        { name: 'work', emptyDir: {} },
+        { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: '1Gi' } },
+      ],
+    },
+  };
+}
