@@ -9,13 +9,21 @@ export type Queryable = Pick<pg.Pool, 'query'> | pg.PoolClient;
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
 export function createPool(connectionString: string, max: number): Db {
-  return new pg.Pool({
+  const pool = new pg.Pool({
     connectionString,
     max,
     idleTimeoutMillis: 30_000,
     connectionTimeoutMillis: 10_000,
     application_name: 'browserplane',
   });
+  // pg-pool listens for errors only on idle clients. A checked-out client whose server goes
+  // away (Postgres restarted, or killed) between two queries of its holder, as in a
+  // transaction waiting on a browser, emits 'error' with nobody listening, and an
+  // unhandled 'error' event ends the process. The failure is not lost without this
+  // listener's help: the holder's next query rejects ("not queryable"), and release
+  // discards the client instead of pooling it.
+  pool.on('connect', (client) => client.on('error', () => undefined));
+  return pool;
 }
 
 /** Runs `work` in one transaction; rolls back on any error and rethrows it. */

@@ -1,5 +1,6 @@
 import type { ErrorRequestHandler, Response } from 'express';
 import type { Logger } from 'pino';
+import { databaseUnavailable } from '../db/unavailable.js';
 import { AppError } from './errors.js';
 
 /** body-parser and raw-body signal their failures with a `type` and a `status`. */
@@ -54,6 +55,7 @@ export function sendError(res: Response, error: AppError, requestId: string): vo
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+const DATABASE_RETRY_AFTER_SECONDS = 1;
 
 /** The one error middleware: AppErrors map as they say; anything else is a 500 with a request id. */
 export function errorMiddleware(log: Logger): ErrorRequestHandler {
@@ -67,6 +69,23 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
     if (appError) {
       if (appError.status >= 500) log.error({ err: error, requestId }, 'request failed');
       sendError(res, appError, requestId);
+      return;
+    }
+    const unavailable = databaseUnavailable(error);
+    if (unavailable) {
+      log.warn({ err: error, requestId }, 'request failed: the database is unavailable');
+      // A write whose statements may have reached the server before the link broke may
+      // have committed: the SDK is told not to repeat it. One that never got a
+      // connection, and any read, is safe to retry once the database is back.
+      const retrySafe = unavailable.neverSent || SAFE_METHODS.has(req.method);
+      sendError(
+        res,
+        new AppError(503, 'database_unavailable', 'The database is unavailable; retry shortly', {
+          retryAfterSeconds: DATABASE_RETRY_AFTER_SECONDS,
+          ...(retrySafe ? {} : { shouldRetry: false }),
+        }),
+        requestId,
+      );
       return;
     }
     log.error({ err: error, requestId }, 'unhandled error');

@@ -531,7 +531,11 @@ export class PoolManager {
     }
     if (toLaunch.length > 0) this.deps.log.info({ poolId, browsers: toLaunch.length }, 'warming pool browsers');
     for (const { row, spec } of toLaunch) {
-      const launch = this.warm(poolId, row, spec).finally(() => this.launches.delete(launch));
+      // Nothing awaits a warm launch: a failure past the launch itself (the database gone
+      // as it finished) is logged here, or it would be an unhandled rejection that ends the process.
+      const launch = this.warm(poolId, row, spec)
+        .catch((error: unknown) => this.deps.log.error({ err: error, poolId, sessionId: row.id }, 'a warm pool browser could not be recorded; the reaper ends it'))
+        .finally(() => this.launches.delete(launch));
       this.launches.add(launch);
     }
   }

@@ -5,6 +5,8 @@ import { listLiveSessions, listSessionsOfFinishedInvocations, type SessionRow } 
 
 export const REAP_INTERVAL_MS = 5_000;
 const HEALTH_TIMEOUT_MS = 2_000;
+/** Beyond the launch timeout, how long a 'starting' row waits before it counts as abandoned. */
+export const ABANDONED_LAUNCH_GRACE_MS = 10_000;
 
 /** What the agent's GET /health reports about CDP clients. */
 export interface AgentActivity {
@@ -37,7 +39,8 @@ export const fetchAgentHealth: AgentHealth = async (agentUrl) => {
  *   whatever ends);
  * - owned by an invocation that finished (the safety net behind the PATCH hook);
  * - the browser is gone (the runtime no longer has it: browser_gone) or crashed (the
- *   runtime reports it Failed, with the reason in the log: browser_crashed).
+ *   runtime reports it Failed, with the reason in the log: browser_crashed);
+ * - still 'starting' long after any launch could have ended (launch_interrupted).
  * Level-triggered: each tick reads every live session afresh, so a restart loses nothing
  * but the in-memory "last seen busy" times (sessions then count as idle from the restart).
  */
@@ -89,8 +92,9 @@ export class IdleReaper {
   }
 
   private async check(row: SessionRow): Promise<void> {
-    if (row.phase !== 'running' || !row.agent_url || !row.started_at) return;
     const now = this.deps.clock.now();
+    if (row.phase === 'starting') return this.endIfAbandoned(row, now);
+    if (row.phase !== 'running' || !row.agent_url || !row.started_at) return;
     const agent = await this.health(row.agent_url);
     if (!agent) {
       const observed = await this.deps.runtime.observe(row.id);
@@ -113,6 +117,19 @@ export class IdleReaper {
     if (agent.idleSince && agent.idleSince <= now) marks.push(agent.idleSince);
     const idleSince = Math.max(...marks.filter((d): d is Date => d !== undefined).map((d) => d.getTime()));
     if (now.getTime() - idleSince >= row.timeout_seconds * 1000) await this.end(row, DELETE_REASONS.idle);
+  }
+
+  /**
+   * A launch is bounded by the launch timeout, after which its create records the browser
+   * running or the row ended. A row still 'starting' well past that lost its create: the
+   * database was unreachable when the launch finished (so neither could be written; the
+   * caller got a 503), or the process running the create died. Its browser may be up and
+   * it holds a slot (a pool counts it toward its size): end it, browser and all.
+   */
+  private async endIfAbandoned(row: SessionRow, now: Date): Promise<void> {
+    if (now.getTime() - row.created_at.getTime() < this.deps.settings.browserLaunchTimeoutMs + ABANDONED_LAUNCH_GRACE_MS) return;
+    this.deps.log.warn({ sessionId: row.id, createdAt: row.created_at }, 'ending a browser session whose launch was never recorded');
+    await this.end(row, DELETE_REASONS.interrupted);
   }
 
   private async end(row: SessionRow, reason: string): Promise<void> {

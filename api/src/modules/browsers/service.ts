@@ -248,7 +248,15 @@ export async function launchAdmitted(deps: AppDeps, row: Pick<SessionRow, 'id'>,
     );
   }
   const now = deps.clock.now();
-  await markRunning(deps.db, row.id, { agentUrl: observed.agentUrl, startedAt: now, now });
+  try {
+    await markRunning(deps.db, row.id, { agentUrl: observed.agentUrl, startedAt: now, now });
+  } catch (error) {
+    // The caller gets an error, so nobody will ever use this browser: close it now. The row
+    // (which cannot be marked ended either while the database is unreachable) stays
+    // 'starting' until the reaper ends it as launch_interrupted.
+    await runtime.terminate(row.id, { graceMs: 0 }).catch((e: unknown) => deps.log.error({ err: e, sessionId: row.id }, 'terminating an unrecorded launch failed'));
+    throw error;
+  }
 }
 
 /**
