@@ -28,13 +28,17 @@ export function buildOpenApiDocument(routes: RouteDef[], version: string): Retur
   for (const route of routes) {
     // What any route of its kind can answer, whatever its own list says: a request
     // with parameters can fail validation (400), a project-scoped request can name a
-    // project that does not exist (X-Kernel-Project-Id: 404).
+    // project that does not exist (X-Kernel-Project-Id: 404), any authenticated request
+    // can meet an unreachable database (503).
     const common = {
       ...(route.auth === 'public' ? {} : errorResponses(401, 403)),
       ...(route.params || route.query || route.body ? errorResponses(400) : {}),
       ...(route.auth === 'project' ? errorResponses(404) : {}),
       ...(route.body || route.bodyType ? errorResponses(413, 415) : {}),
       ...errorResponses(500),
+      // Authenticated routes read the database; while it is unreachable they answer 503
+      // database_unavailable with Retry-After.
+      ...(route.auth === 'public' ? {} : errorResponses(503)),
     };
     const responses = Object.fromEntries(
       Object.entries({ ...common, ...route.responses }).map(([status, spec]) => [

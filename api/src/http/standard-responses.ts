@@ -13,7 +13,7 @@ const DESCRIPTIONS: Record<number, string> = {
   415: 'Unsupported content type',
   429: 'A limit was reached',
   500: 'Internal error, with a request id',
-  503: 'Not ready',
+  503: 'Unavailable (not ready, or the database is unreachable): retry after Retry-After',
 };
 
 /** Error responses a route documents, all with the one error body. */
