@@ -5,7 +5,7 @@ NPM ?= npm
 VITEST := node_modules/.bin/vitest
 DEPS_STAMP := node_modules/.deps-stamp
 
-.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s k8s-binaries fuzz reliability bench clean
+.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s k8s-binaries helm-binary fuzz reliability bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -46,7 +46,10 @@ test-e2e: build test-packages ## End-to-end tier: the built service started as a
 k8s-binaries: ## Build etcd, kube-apiserver and kube-controller-manager from Go modules when missing (cold: ~12 min)
 	scripts/k8s-test-binaries.sh >/dev/null
 
-test-k8s: build k8s-binaries ## Kubernetes tier: CRDs, leases and the operator against a real kube-apiserver + etcd
+helm-binary: ## Build Helm v3 from Go modules when missing (cold: ~10 min on a busy 2-core machine)
+	scripts/helm-binary.sh >/dev/null
+
+test-k8s: build k8s-binaries helm-binary ## Kubernetes tier: CRDs, leases, the operator and the Helm chart against a real kube-apiserver + etcd
 	$(VITEST) run --config test/vitest.k8s.ts
 
 test: deps test-packages ## Everything CI runs: lint, type check, every test tier, the short API fuzz
@@ -56,8 +59,9 @@ test: deps test-packages ## Everything CI runs: lint, type check, every test tie
 	FUZZ_RESULTS=.test-results/fuzz.counts $(MAKE) --no-print-directory fuzz
 	@node scripts/test-summary.mjs
 
-crds: build ## Regenerate crds/ from the API's zod schemas (a unit test fails when they are stale)
+crds: build ## Regenerate crds/ (and the chart's copy) from the API's zod schemas (a unit test fails when they are stale)
 	node dist/operator/src/k8s/write-crds.js
+	cp crds/*.yaml charts/browserplane/crds/
 
 fuzz: build ## Schemathesis against /openapi.json: no 5xx, every response as documented (FUZZ_EXAMPLES, FUZZ_RANDOM=1)
 	scripts/fuzz.sh

@@ -1,0 +1,354 @@
+import { randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { installCrds } from './support/kube.js';
+import {
+  CHART,
+  KUBE_VERSION,
+  ROOT,
+  apiRequest,
+  canI,
+  helm,
+  helmBinary,
+  parseManifests,
+  renderChart,
+  serverSideApply,
+  serviceMonitorCrd,
+  succeeded,
+  valuesFile,
+  writeKubeconfig,
+  type KubeObject,
+} from './support/helm.js';
+
+/**
+ * The Helm chart against the real test control plane: helm lint, helm template for each
+ * values set, every rendered object through a server-side dry-run apply (schema, Strict
+ * field validation, admission incl. PodSecurity "restricted"), RBAC judged by the API
+ * server's own authorizer, and a real install/upgrade/uninstall.
+ */
+
+const SERVICE_MONITOR = 'monitoring.coreos.com/v1/ServiceMonitor';
+const VALUES_SETS = {
+  default: [],
+  'ci/ha-monitoring-values.yaml': [path.join(CHART, 'ci/ha-monitoring-values.yaml')],
+  'ci/existing-secrets-values.yaml': [path.join(CHART, 'ci/existing-secrets-values.yaml')],
+} as const;
+type ValuesSet = keyof typeof VALUES_SETS;
+
+/** A namespace that warns on anything PodSecurity's "restricted" profile would refuse. */
+async function restrictedNamespace(prefix: string): Promise<string> {
+  const name = `${prefix}-${randomBytes(4).toString('hex')}`;
+  const labels = { 'pod-security.kubernetes.io/warn': 'restricted', 'pod-security.kubernetes.io/warn-version': 'latest' };
+  const created = await apiRequest('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } });
+  if (created.status !== 201) throw new Error(`creating namespace ${name}: ${JSON.stringify(created.body)}`);
+  return name;
+}
+
+const ofKind = (objects: KubeObject[], kind: string) => objects.filter((object) => object.kind === kind);
+const named = (objects: KubeObject[], kind: string, name: string) => {
+  const found = objects.find((object) => object.kind === kind && object.metadata.name === name);
+  if (!found) throw new Error(`no ${kind}/${name} rendered (have ${objects.map((o) => `${o.kind}/${o.metadata.name}`).join(', ')})`);
+  return found;
+};
+
+interface Container {
+  name: string;
+  args?: string[];
+  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+  resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
+  livenessProbe?: unknown;
+  readinessProbe?: unknown;
+  securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; allowPrivilegeEscalation?: boolean; readOnlyRootFilesystem?: boolean; capabilities?: { drop?: string[] } };
+}
+interface PodSpec {
+  securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; seccompProfile?: { type: string } };
+  containers: Container[];
+  serviceAccountName?: string;
+}
+const podSpecOf = (workload: KubeObject) => (workload.spec as { template: { spec: PodSpec } }).template.spec;
+const envOf = (container: Container, name: string) => container.env?.find((variable) => variable.name === name);
+
+interface PolicyRule {
+  apiGroups?: string[];
+  resources?: string[];
+  resourceNames?: string[];
+  verbs: string[];
+}
+const rulesOf = (role: KubeObject) => role.rules as PolicyRule[];
+
+beforeAll(async () => {
+  // Built once per machine; the first run on a fresh clone takes minutes here.
+  await helmBinary();
+  await installCrds();
+  const crd = await serverSideApply(serviceMonitorCrd(), { dryRun: false });
+  if (crd.status >= 300) throw new Error(`installing the ServiceMonitor CRD: ${JSON.stringify(crd.body)}`);
+}, 30 * 60_000);
+
+describe('the chart as files', () => {
+  it('ships the repository CRDs byte for byte (copy them after `make crds`)', () => {
+    const repo = readdirSync(path.join(ROOT, 'crds')).filter((file) => file.endsWith('.yaml')).sort();
+    const chart = readdirSync(path.join(CHART, 'crds')).sort();
+    expect(chart).toEqual(repo);
+    for (const file of repo) {
+      expect(readFileSync(path.join(CHART, 'crds', file), 'utf8'), `charts/browserplane/crds/${file} differs from crds/${file}: cp crds/*.yaml charts/browserplane/crds/`).toBe(
+        readFileSync(path.join(ROOT, 'crds', file), 'utf8'),
+      );
+    }
+  });
+
+  it('documents every value in values.yaml and README.md and declares it in values.schema.json', () => {
+    const schema = JSON.parse(readFileSync(path.join(CHART, 'values.schema.json'), 'utf8')) as SchemaNode;
+    const values = parse(readFileSync(path.join(CHART, 'values.yaml'), 'utf8')) as Record<string, unknown>;
+    const lines = readFileSync(path.join(CHART, 'values.yaml'), 'utf8').split('\n');
+    const undocumented: string[] = [];
+    const undeclared: string[] = [];
+    const documentedValues: string[] = [];
+    // A comment right above a key documents it: "# -- ..." documents a value as a whole
+    // (resources, securityContext), a plain "# ..." heads a group whose keys each need one.
+    const walk = (node: Record<string, unknown>, schemaNode: SchemaNode | undefined, prefix: string, indent: number, from: number) => {
+      for (const [key, value] of Object.entries(node)) {
+        const keyPath = prefix ? `${prefix}.${key}` : key;
+        const child = schemaNode?.properties?.[key];
+        if (!child) undeclared.push(keyPath);
+        const at = lines.findIndex((line, index) => index >= from && (line === `${' '.repeat(indent)}${key}:` || line.startsWith(`${' '.repeat(indent)}${key}: `)));
+        const comment = at > 0 ? lines[at - 1]!.trim() : '';
+        if (!comment.startsWith('#')) undocumented.push(keyPath);
+        if (comment.startsWith('# --')) documentedValues.push(keyPath);
+        const isGroup = value !== null && typeof value === 'object' && !Array.isArray(value) && !comment.startsWith('# --');
+        if (isGroup) walk(value as Record<string, unknown>, child, keyPath, indent + 2, at + 1);
+      }
+    };
+    walk(values, schema, '', 0, 0);
+    expect(undeclared).toEqual([]);
+    expect(undocumented).toEqual([]);
+    const readme = readFileSync(path.join(CHART, 'README.md'), 'utf8');
+    expect(documentedValues.length).toBeGreaterThan(50);
+    expect(documentedValues.filter((keyPath) => !readme.includes(`| \`${keyPath}\` |`))).toEqual([]);
+  });
+});
+
+interface SchemaNode {
+  properties?: Record<string, SchemaNode>;
+}
+
+describe('helm lint --strict', () => {
+  it.each(Object.keys(VALUES_SETS) as ValuesSet[])('passes with %s values', async (set) => {
+    const args = ['lint', CHART, '--strict', '--kube-version', KUBE_VERSION, ...VALUES_SETS[set].flatMap((file) => ['--values', file])];
+    const output = succeeded(await helm(args), `helm ${args.join(' ')}`);
+    expect(output).toContain('1 chart(s) linted, 0 chart(s) failed');
+  });
+});
+
+describe('values.schema.json and the templates refuse bad values', () => {
+  const schemaError = (line: string) => new RegExp(`values don't meet the specifications of the schema\\(s\\)[^]*${line.replace(/[[\]()/.*+?^$|\\]/g, '\\$&')}`);
+  it.each([
+    ['api.replicas as a string', 'api:\n  replicas: three\n', schemaError("- at '/api/replicas': got string, want integer")],
+    ['an unknown key', 'api:\n  replica: 3\n', schemaError("- at '/api': additional properties 'replica' not allowed")],
+    ['a log level pino does not know', 'operator:\n  logLevel: verbose\n', schemaError("- at '/operator/logLevel': value must be one of")],
+    ['an encryption key that is not 32 bytes', 'secrets:\n  encryptionKey: c2hvcnQ=\n', schemaError("- at '/secrets/encryptionKey': 'c2hvcnQ=' does not match pattern")],
+    ['an API key shorter than 32 characters', 'secrets:\n  apiKey: short\n', schemaError("- at '/secrets/apiKey': 'short' does not match pattern")],
+    ['a DATABASE_URL of another scheme', 'postgresql:\n  enabled: false\ndatabase:\n  url: mysql://db/x\n', schemaError("- at '/database/url': 'mysql://db/x' does not match pattern")],
+    ['an external database and the bundled one', 'database:\n  url: postgres://db/x\n', schemaError("- at '/database/url': value must be ''")],
+    ['no database source', 'postgresql:\n  enabled: false\n', /set exactly one of database\.url, database\.existingSecret or postgresql\.enabled=true/],
+  ])('%s', async (_, content, message) => {
+    const result = await helm(['template', 'browserplane', CHART, '--kube-version', KUBE_VERSION, '--values', valuesFile('bad.yaml', content)]);
+    expect(result.code, result.stdout).not.toBe(0);
+    expect(result.stderr).toMatch(message);
+    expect(result.stdout).toBe('');
+  });
+});
+
+describe.each(Object.keys(VALUES_SETS) as ValuesSet[])('rendered with %s values', (set) => {
+  let namespace: string;
+  let objects: KubeObject[];
+
+  beforeAll(async () => {
+    namespace = await restrictedNamespace('chart');
+    objects = await renderChart({ namespace, valuesFiles: [...VALUES_SETS[set]], apiVersions: [SERVICE_MONITOR], includeCrds: true });
+  });
+
+  it('is accepted object by object by a server-side dry-run apply, without PodSecurity warnings', async () => {
+    expect(objects.length).toBeGreaterThan(10);
+    expect(ofKind(objects, 'CustomResourceDefinition')).toHaveLength(3);
+    // Only the HA set asks for one; it meets the minimal ServiceMonitor CRD installed above.
+    expect(ofKind(objects, 'ServiceMonitor')).toHaveLength(set === 'ci/ha-monitoring-values.yaml' ? 1 : 0);
+    const refused: string[] = [];
+    const warned: string[] = [];
+    for (const object of objects) {
+      const answer = await serverSideApply(object, { dryRun: true });
+      const id = `${object.kind}/${object.metadata.name}`;
+      if (answer.status >= 300) refused.push(`${id}: ${String(answer.body.message)}`);
+      for (const warning of answer.warnings) warned.push(`${id}: ${warning}`);
+    }
+    expect(refused).toEqual([]);
+    expect(warned).toEqual([]);
+  });
+
+  it('runs every container as non-root, read-only, without privileges, with resources and probes', () => {
+    const workloads = [...ofKind(objects, 'Deployment'), ...ofKind(objects, 'StatefulSet')];
+    expect(workloads.length).toBeGreaterThanOrEqual(2);
+    for (const workload of workloads) {
+      const pod = podSpecOf(workload);
+      for (const container of pod.containers) {
+        const where = `${workload.kind}/${workload.metadata.name} container ${container.name}`;
+        expect(container.securityContext?.runAsNonRoot ?? pod.securityContext?.runAsNonRoot, where).toBe(true);
+        expect(container.securityContext?.runAsUser ?? pod.securityContext?.runAsUser, where).toBeGreaterThan(0);
+        expect(container.securityContext?.allowPrivilegeEscalation, where).toBe(false);
+        expect(container.securityContext?.readOnlyRootFilesystem, where).toBe(true);
+        expect(container.securityContext?.capabilities?.drop, where).toEqual(['ALL']);
+        expect(pod.securityContext?.seccompProfile?.type, where).toBe('RuntimeDefault');
+        expect(container.resources?.requests?.cpu, where).toBeTruthy();
+        expect(container.resources?.requests?.memory, where).toBeTruthy();
+        expect(container.resources?.limits?.memory, where).toBeTruthy();
+        expect(container.livenessProbe, where).toBeTruthy();
+        expect(container.readinessProbe, where).toBeTruthy();
+      }
+    }
+  });
+
+  it('grants least privilege: namespaced Roles only, no wildcards, no pods for the API', () => {
+    expect(ofKind(objects, 'ClusterRole')).toEqual([]);
+    expect(ofKind(objects, 'ClusterRoleBinding')).toEqual([]);
+    const roles = ofKind(objects, 'Role');
+    expect(roles.map((role) => role.metadata.name).sort()).toEqual(['browserplane-api', 'browserplane-operator']);
+    for (const role of roles) {
+      for (const rule of rulesOf(role)) {
+        expect([...(rule.apiGroups ?? []), ...(rule.resources ?? []), ...rule.verbs], role.metadata.name).not.toContain('*');
+      }
+    }
+    const apiRules = rulesOf(named(objects, 'Role', 'browserplane-api'));
+    expect(apiRules.flatMap((rule) => rule.resources ?? [])).not.toContain('pods');
+    expect(apiRules.every((rule) => rule.apiGroups?.every((group) => group === 'browserplane.dev'))).toBe(true);
+    // Leases: create (cannot be limited by name), everything else only on the operator's own.
+    const operatorRules = rulesOf(named(objects, 'Role', 'browserplane-operator'));
+    const leaseRules = operatorRules.filter((rule) => rule.resources?.includes('leases'));
+    expect(leaseRules.filter((rule) => !rule.resourceNames).flatMap((rule) => rule.verbs)).toEqual(['create']);
+    const operator = podSpecOf(named(objects, 'Deployment', 'browserplane-operator')).containers[0]!;
+    expect(leaseRules.flatMap((rule) => rule.resourceNames ?? [])).toEqual([envOf(operator, 'BROWSERPLANE_OPERATOR_LEASE')?.value]);
+    expect(envOf(operator, 'BROWSERPLANE_OPERATOR_LEASE')?.value).toBe('browserplane-operator');
+  });
+
+  it('wires both processes to the same Secrets and the API image entry points', () => {
+    const api = podSpecOf(named(objects, 'Deployment', 'browserplane-api')).containers[0]!;
+    const operator = podSpecOf(named(objects, 'Deployment', 'browserplane-operator')).containers[0]!;
+    expect(api.args).toEqual(['dist/api/src/main.js']);
+    expect(operator.args).toEqual(['dist/operator/src/main.js']);
+    for (const variable of ['DATABASE_URL', 'BROWSERPLANE_ENCRYPTION_KEY']) {
+      expect(envOf(api, variable)?.valueFrom?.secretKeyRef, variable).toEqual(envOf(operator, variable)?.valueFrom?.secretKeyRef);
+    }
+    expect(envOf(operator, 'BROWSERPLANE_API_KEY')).toBeUndefined();
+    // Every Secret a pod reads is either rendered here or one the values name as existing.
+    const rendered = new Set(ofKind(objects, 'Secret').map((secret) => secret.metadata.name));
+    const existing = new Set(set === 'ci/existing-secrets-values.yaml' ? ['browserplane-keys', 'platform-postgres'] : []);
+    for (const container of [api, operator]) {
+      for (const variable of container.env ?? []) {
+        const ref = variable.valueFrom?.secretKeyRef;
+        if (ref) expect(rendered.has(ref.name) || existing.has(ref.name), `${container.name} ${variable.name} -> ${ref.name}`).toBe(true);
+      }
+    }
+    expect([...existing].filter((name) => rendered.has(name))).toEqual([]);
+  });
+
+  it('renders PodDisruptionBudgets exactly for the components with more than one replica', () => {
+    const replicasOf = (name: string) => (named(objects, 'Deployment', name).spec as { replicas: number }).replicas;
+    const expected = ['browserplane-api', 'browserplane-operator'].filter((name) => replicasOf(name) > 1);
+    expect(ofKind(objects, 'PodDisruptionBudget').map((pdb) => pdb.metadata.name).sort()).toEqual(expected);
+  });
+});
+
+describe('rendering choices', () => {
+  it('renders the ServiceMonitor only when asked for and when the cluster serves its CRD', async () => {
+    const namespace = 'render-only';
+    const withCrd = await renderChart({ namespace, set: ['metrics.serviceMonitor.enabled=true'], apiVersions: [SERVICE_MONITOR] });
+    const withoutCrd = await renderChart({ namespace, set: ['metrics.serviceMonitor.enabled=true'] });
+    const notAsked = await renderChart({ namespace, apiVersions: [SERVICE_MONITOR] });
+    expect(ofKind(withCrd, 'ServiceMonitor')).toHaveLength(1);
+    expect(ofKind(withoutCrd, 'ServiceMonitor')).toEqual([]);
+    expect(ofKind(notAsked, 'ServiceMonitor')).toEqual([]);
+  });
+
+  it('generates a 32-byte encryption key and a long API key, or uses the ones given', async () => {
+    const secretOf = async (set: string[] = []) => {
+      const secret = named(await renderChart({ namespace: 'render-only', set }), 'Secret', 'browserplane');
+      const data = secret.data as Record<string, string>;
+      return Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]));
+    };
+    const generated = await secretOf();
+    expect(Buffer.from(generated['encryption-key']!, 'base64')).toHaveLength(32);
+    expect(generated['api-key']).toMatch(/^[A-Za-z0-9]{48}$/);
+    expect((await secretOf())['encryption-key']).not.toBe(generated['encryption-key']);
+    const key = randomBytes(32).toString('hex');
+    const given = await secretOf([`secrets.encryptionKey=${key}`, 'secrets.apiKey=bp_0123456789abcdef0123456789abcdef']);
+    expect(given['encryption-key']).toBe(key);
+    expect(given['api-key']).toBe('bp_0123456789abcdef0123456789abcdef');
+  });
+});
+
+describe('a real helm install, upgrade and uninstall on the test control plane', () => {
+  it('keeps generated secrets across an upgrade, and the Secret and the CRDs after uninstall', async () => {
+    const namespace = await restrictedNamespace('helm');
+    const kubeconfig = writeKubeconfig();
+    const common = ['--namespace', namespace, '--kubeconfig', kubeconfig];
+    const readSecret = async (name: string) => {
+      const answer = await apiRequest('GET', `/api/v1/namespaces/${namespace}/secrets/${name}`);
+      return answer.status === 200 ? (answer.body.data as Record<string, string>) : undefined;
+    };
+
+    const install = await helm(['install', 'browserplane', CHART, ...common]);
+    succeeded(install, 'helm install');
+    expect(install.stderr).not.toMatch(/violate PodSecurity/);
+    // NOTES.txt rendered with the release's names.
+    expect(install.stdout).toContain(`kubectl -n ${namespace} get secret browserplane -o jsonpath='{.data.api-key}'`);
+    const first = await readSecret('browserplane');
+    const firstPostgres = await readSecret('browserplane-postgresql');
+    expect(Object.keys(first ?? {}).sort()).toEqual(['api-key', 'encryption-key']);
+
+    succeeded(await helm(['upgrade', 'browserplane', CHART, ...common, '--set', 'api.replicas=3']), 'helm upgrade');
+    expect(await readSecret('browserplane')).toEqual(first);
+    expect(await readSecret('browserplane-postgresql')).toEqual(firstPostgres);
+    const api = await apiRequest('GET', `/apis/apps/v1/namespaces/${namespace}/deployments/browserplane-api`);
+    expect((api.body.spec as { replicas: number }).replicas).toBe(3);
+
+    // The API server's own authorizer judges the installed RBAC.
+    const operatorSa = `system:serviceaccount:${namespace}:browserplane-operator`;
+    const apiSa = `system:serviceaccount:${namespace}:browserplane-api`;
+    const pool = { group: 'browserplane.dev', resource: 'browserpools' };
+    expect(await canI(operatorSa, { namespace, verb: 'create', resource: 'pods' })).toBe(true);
+    expect(await canI(operatorSa, { namespace, verb: 'update', ...pool, subresource: 'status' })).toBe(true);
+    expect(await canI(operatorSa, { namespace, verb: 'update', group: 'coordination.k8s.io', resource: 'leases', name: 'browserplane-operator' })).toBe(true);
+    expect(await canI(operatorSa, { namespace, verb: 'update', group: 'coordination.k8s.io', resource: 'leases', name: 'someone-else' })).toBe(false);
+    expect(await canI(operatorSa, { namespace, verb: 'get', resource: 'secrets' })).toBe(false);
+    expect(await canI(operatorSa, { namespace, verb: 'create', ...pool })).toBe(false);
+    expect(await canI(operatorSa, { namespace: 'kube-system', verb: 'list', resource: 'pods' })).toBe(false);
+    expect(await canI(apiSa, { namespace, verb: 'create', ...pool })).toBe(true);
+    expect(await canI(apiSa, { namespace, verb: 'delete', group: 'browserplane.dev', resource: 'browsersessions' })).toBe(true);
+    expect(await canI(apiSa, { namespace, verb: 'update', ...pool, subresource: 'status' })).toBe(false);
+    expect(await canI(apiSa, { namespace, verb: 'list', resource: 'pods' })).toBe(false);
+    expect(await canI(apiSa, { namespace, verb: 'get', resource: 'secrets' })).toBe(false);
+
+    succeeded(await helm(['uninstall', 'browserplane', ...common]), 'helm uninstall');
+    expect(await readSecret('browserplane')).toEqual(first);
+    expect((await apiRequest('GET', `/apis/apps/v1/namespaces/${namespace}/deployments/browserplane-api`)).status).toBe(404);
+    for (const crd of ['browserpools', 'browsersessions', 'authconnections']) {
+      expect((await apiRequest('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}.browserplane.dev`)).status).toBe(200);
+    }
+  });
+});
+
+describe('examples/browserpool.yaml', () => {
+  it('is accepted by a dry-run create with Strict field validation', async () => {
+    const namespace = await restrictedNamespace('example');
+    const [pool] = parseManifests(readFileSync(path.join(CHART, 'examples/browserpool.yaml'), 'utf8'));
+    expect(pool?.kind).toBe('BrowserPool');
+    const created = await apiRequest(
+      'POST',
+      `/apis/browserplane.dev/v1alpha1/namespaces/${namespace}/browserpools?dryRun=All&fieldValidation=Strict`,
+      pool,
+    );
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.warnings).toEqual([]);
+    expect((created.body.spec as { size: number }).size).toBe(3);
+  });
+});
