@@ -223,3 +223,21 @@ export async function processGroupsMentioning(dir: string): Promise<number[]> {
   }
   return [...groups];
 }
+
+/**
+ * Process groups of agents started for `workDir` (AGENT_WORK_DIR in their environment;
+ * `agentEntry` on their command line): finds an agent whose pid never reached its
+ * record because the service was killed right after spawning it.
+ */
+export async function agentGroupsStartedFor(workDir: string, agentEntry: string): Promise<number[]> {
+  const groups: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    if (!(await isProcessOf(Number(entry), agentEntry))) continue;
+    const environ = await readFile(`/proc/${entry}/environ`, 'utf8').catch(() => '');
+    if (!environ.split('\0').includes(`AGENT_WORK_DIR=${workDir}`)) continue;
+    // Spawned detached: the agent leads its own process group.
+    groups.push(Number(entry));
+  }
+  return groups;
+}

@@ -9,6 +9,7 @@ import { isProcessAlive, processGroupMembers, signalProcessGroup, waitForProcess
 import { packageRoot } from '../../../api/src/paths.js';
 import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
 import {
+  agentGroupsStartedFor,
   claimStandbyAgent,
   describeExit,
   fetchHealth,
@@ -195,12 +196,16 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
 
   /**
    * A standby agent, claimed for `spec`, or undefined (then the launch spawns its own).
-   * One still loading is waited for: it is further along than a new one would be.
+   * One still loading is waited for: it is further along than a new one would be. The
+   * record names the standby before the claim (see start).
    */
-  async function claimStandby(spec: BrowserLaunchSpec, workDir: string): Promise<Standby | undefined> {
+  async function claimStandby(spec: BrowserLaunchSpec, record: BrowserRecord): Promise<Standby | undefined> {
     const standby = standbys.shift();
     if (!standby) return undefined;
-    if ((await standby.ready) && (await claimStandbyAgent(standby.agentUrl, standby.token, spec, workDir))) return standby;
+    if (await standby.ready) {
+      await records.write({ ...record, agentPid: standby.child.pid!, agentUrl: standby.agentUrl });
+      if (await claimStandbyAgent(standby.agentUrl, standby.token, spec, record.workDir)) return standby;
+    }
     log.warn({ agent_pid: standby.child.pid }, 'a standby agent could not be claimed; starting a new one');
     stopStandby(standby);
     return undefined;
@@ -213,24 +218,31 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     const workDir = path.join(workRoot, workDirName(browserId));
     // A dir left by an agent that died hard (SIGKILL) must not leak into the new browser.
     await rm(workDir, { recursive: true, force: true });
-    const standby = await claimStandby(spec, workDir);
-    const port = standby ? 0 : await freePort();
     const record: BrowserRecord = {
       browserId,
       agentPid: 0,
-      agentUrl: standby?.agentUrl ?? `http://127.0.0.1:${port}`,
+      agentUrl: '',
       agentEntry,
       workDir,
       logFile: records.logFile(browserId),
       labels: spec.labels,
       startedAt: new Date().toISOString(),
     };
+    // The record is on disk before any agent serves this browser: a service killed from
+    // here on leaves a record, so the next start finds the agent (by its pid, or by the
+    // work dir it was started for while its pid is not recorded yet) and ends it with the
+    // session. Written after the agent, a kill in between left an agent and its Chromium
+    // running for ever with nothing pointing at them.
+    const standby = await claimStandby(spec, record);
+    const port = standby ? 0 : await freePort();
+    record.agentUrl = standby?.agentUrl ?? `http://127.0.0.1:${port}`;
     let child: ChildProcess;
     if (standby) {
       child = standby.child;
       // The agent keeps writing to the same file under the browser's name.
       await rename(standby.logFile, record.logFile).catch(() => undefined);
     } else {
+      await records.write(record);
       child = await spawnAgent({
         agentEntry,
         spec,
@@ -296,8 +308,9 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
       while (agentAlive() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
     }
     if (record.agentPid && (await processGroupMembers(record.agentPid)).length > 0) signalProcessGroup(record.agentPid, 'SIGKILL');
-    // Chromium has its own group, and its pid is unknown if the agent died before ready.
-    const browserGroups = await processGroupsMentioning(record.workDir);
+    // Chromium has its own group, and its pid is unknown if the agent died before ready;
+    // an agent spawned just before a kill of the service has no pid on record yet.
+    const browserGroups = [...new Set([...(await processGroupsMentioning(record.workDir)), ...(await agentGroupsStartedFor(record.workDir, record.agentEntry))])];
     for (const pgid of browserGroups) signalProcessGroup(pgid, 'SIGKILL');
     await Promise.all([record.agentPid, ...browserGroups].filter((pid) => pid > 0).map((pid) => waitForProcessGroupExit(pid, 5000)));
     await rm(record.workDir, { recursive: true, force: true, maxRetries: 3, retryDelay: 50 });

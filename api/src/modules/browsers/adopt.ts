@@ -32,20 +32,38 @@ export async function adoptBrowsersAtStart(deps: AppDeps): Promise<AdoptionRepor
     if (await endSession(deps, row, reason)) report.ended += 1;
     log.warn({ sessionId: row.id, reason }, `browser session ended at start-up: ${reason}`);
   };
-  for (const row of await listLiveSessions(deps.db)) {
+  const live = await listLiveSessions(deps.db);
+  const liveIds = new Set(live.map((row) => row.id));
+  const orphans = [...observed.keys()].filter((id) => !liveIds.has(id));
+  await inParallel(live, async (row) => {
     const browser = observed.get(row.id);
-    observed.delete(row.id);
     if (row.phase === 'starting') await end(row, DELETE_REASONS.interrupted);
     else if (browser?.phase === 'Ready') {
       report.adopted += 1;
       log.info({ sessionId: row.id }, 'browser session re-adopted');
     } else await end(row, browser?.phase === 'Failed' ? DELETE_REASONS.crashed : DELETE_REASONS.gone);
-  }
-  for (const id of observed.keys()) {
+  });
+  await inParallel(orphans, async (id) => {
     await deps.runtime.terminate(id, { graceMs: TERMINATE_GRACE_MS });
     report.orphans += 1;
     log.warn({ browserId: id }, 'terminated a browser that has no live session');
-  }
+  });
   log.info(report, 'browser sessions reconciled at start-up');
   return report;
+}
+
+/**
+ * Closes run a few at a time: the service listens only once reconciliation is done, and
+ * each interrupted launch takes its agent a second or so to close (one after the other, a
+ * kill during a burst of creates kept the service down that many seconds); all at once,
+ * their /proc scans compete for a small machine's CPU.
+ */
+const RECONCILE_CONCURRENCY = 4;
+
+async function inParallel<T>(items: T[], work: (item: T) => Promise<void>): Promise<void> {
+  const queue = [...items];
+  const worker = async () => {
+    for (let item = queue.shift(); item !== undefined; item = queue.shift()) await work(item);
+  };
+  await Promise.all(Array.from({ length: Math.min(RECONCILE_CONCURRENCY, queue.length) }, worker));
 }
