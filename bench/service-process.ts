@@ -13,12 +13,15 @@ export interface BuiltService {
   stop(): Promise<void>;
 }
 
-/** The built service as a user starts it: embedded Postgres in a fresh data dir, a configured admin key. */
-export async function startBuiltService(): Promise<BuiltService> {
+/**
+ * The built service as a user starts it: embedded Postgres in a fresh data dir, a configured admin key.
+ * `env` adds to (or overrides) the environment, e.g. a setting one benchmark needs.
+ */
+export async function startBuiltService(options: { env?: Record<string, string> } = {}): Promise<BuiltService> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'browserplane-bench-'));
   const key = 'bench_' + randomBytes(24).toString('hex');
   const child = spawn(process.execPath, [path.join(packageRoot(), 'dist/api/src/main.js')], {
-    env: { ...process.env, PORT: '0', BROWSERPLANE_DATA_DIR: dataDir, BROWSERPLANE_API_KEY: key, LOG_LEVEL: 'info' },
+    env: { ...process.env, PORT: '0', BROWSERPLANE_DATA_DIR: dataDir, BROWSERPLANE_API_KEY: key, LOG_LEVEL: 'info', ...options.env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   return {

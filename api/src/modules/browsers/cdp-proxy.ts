@@ -41,6 +41,14 @@ export class CdpConnections {
   forget(sessionId: string): void {
     this.lastClosed.delete(sessionId);
   }
+  /**
+   * Forgets sessions that are not live and have nothing open. Sessions end by many paths
+   * (DELETE, a pool's release or delete, the reaper), and only the reaper calls forget(), so
+   * without this every other ended session kept its entry for the life of the process.
+   */
+  retainOnly(liveIds: ReadonlySet<string>): void {
+    for (const id of this.lastClosed.keys()) if (!liveIds.has(id) && !this.open.has(id)) this.lastClosed.delete(id);
+  }
 }
 
 export interface CdpProxy {

@@ -86,6 +86,7 @@ export class IdleReaper {
       }
       const ids = new Set(live.map((r) => r.id));
       for (const id of this.lastBusy.keys()) if (!ids.has(id)) this.lastBusy.delete(id);
+      this.options.connections?.retainOnly(ids);
     } catch (error) {
       this.deps.log.error({ err: error }, 'the browser reaper failed');
     }
