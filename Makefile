@@ -5,7 +5,7 @@ NPM ?= npm
 VITEST := node_modules/.bin/vitest
 DEPS_STAMP := node_modules/.deps-stamp
 
-.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s k8s-binaries helm-binary fuzz reliability bench clean
+.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s test-faults soak k8s-binaries helm-binary fuzz reliability bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -52,10 +52,17 @@ helm-binary: ## Build Helm v3 from Go modules when missing (cold: ~10 min on a b
 test-k8s: build k8s-binaries helm-binary ## Kubernetes tier: CRDs, leases, the operator and the Helm chart against a real kube-apiserver + etcd
 	$(VITEST) run --config test/vitest.k8s.ts
 
-test: deps test-packages ## Everything CI runs: lint, type check, every test tier, the short API fuzz
+test-faults: build test-packages ## Fault tier: the service SIGKILLed mid-operation, Postgres restarted under load, Chromium and agents killed under live clients (FAULT_ROUNDS, FAULT_SEED)
+	$(VITEST) run --config test/vitest.faults.ts
+
+soak: build system-packages ## Soak: session, pool and API loops for SOAK_MINUTES (default 3), failing on leaks of fds, processes, connections or memory
+	SOAK_MINUTES=$${SOAK_MINUTES:-3} node dist/bench/soak.js
+
+test: deps test-packages ## Everything CI runs: lint, type check, every test tier, the short soak and the short API fuzz
 	@rm -rf .test-results
 	$(MAKE) --no-print-directory lint typecheck
-	$(MAKE) --no-print-directory test-unit test-integration test-e2e test-k8s
+	$(MAKE) --no-print-directory test-unit test-integration test-e2e test-k8s test-faults
+	SOAK_MINUTES=3 $(MAKE) --no-print-directory soak
 	FUZZ_RESULTS=.test-results/fuzz.counts $(MAKE) --no-print-directory fuzz
 	@node scripts/test-summary.mjs
 
@@ -66,9 +73,11 @@ crds: build ## Regenerate crds/ (and the chart's copy) from the API's zod schema
 fuzz: build ## Schemathesis against /openapi.json: no 5xx, every response as documented (FUZZ_EXAMPLES, FUZZ_RANDOM=1)
 	scripts/fuzz.sh
 
-reliability: build test-packages ## The long forms: a random-seed fuzz with 100 examples per operation, hostile input, the authorisation matrix
+reliability: build test-packages ## The long forms: random-seed fuzz (100 examples per operation), hostile input, both authorisation suites, three fault rounds, a one-hour soak
 	FUZZ_EXAMPLES=100 FUZZ_RANDOM=1 scripts/fuzz.sh
-	$(VITEST) run --config test/vitest.integration.ts test/integration/hostile-input.test.ts test/integration/authorization-matrix.test.ts
+	$(VITEST) run --config test/vitest.integration.ts test/integration/hostile-input.test.ts test/integration/authorization-matrix.test.ts test/integration/authorization-tokens.test.ts
+	FAULT_ROUNDS=3 $(VITEST) run --config test/vitest.faults.ts
+	SOAK_MINUTES=$${SOAK_MINUTES:-60} node dist/bench/soak.js
 
 bench: build system-packages ## Benchmarks; print figures and ratios against a baseline from the same run
 	node dist/bench/run.js
