@@ -88,8 +88,12 @@ export function browserPod(spec: BrowserLaunchSpec, options: BrowserPodOptions):
             { name: 'AGENT_SPEC', valueFrom: { secretKeyRef: { name, key: 'spec' } } },
             { name: 'AGENT_HOST', value: '0.0.0.0' },
             { name: 'AGENT_PORT', value: String(AGENT_PORT) },
-            { name: 'AGENT_WORK_DIR', value: '/work' },
+            // A folder inside the volume, not its mount point: the agent removes its work
+            // dir at shutdown, and removing a mount point fails (EBUSY).
+            { name: 'AGENT_WORK_DIR', value: '/work/browser' },
           ],
+          // The agent's last log lines become the pod's termination message when it fails.
+          terminationMessagePolicy: 'FallbackToLogsOnError',
           readinessProbe: { httpGet: { path: '/health', port: 'agent' }, periodSeconds: 2, failureThreshold: 3 },
           livenessProbe: { httpGet: { path: '/health', port: 'agent' }, initialDelaySeconds: 30, periodSeconds: 10, failureThreshold: 6 },
           resources: options.resources ?? { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '2Gi' } },
