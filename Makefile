@@ -83,6 +83,7 @@ bench: build system-packages ## Benchmarks; print figures and ratios against a b
 	node dist/bench/run.js
 	node dist/bench/sessions.js
 	node dist/bench/pools.js
+	node dist/bench/load.js
 
 clean: ## Remove build output (keeps .data)
 	rm -rf dist .test-results

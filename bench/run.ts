@@ -4,18 +4,12 @@
  * loopback. Figures are printed as ratios against GET /healthz measured in the same run:
  * the cost of authentication and the Postgres round trips, not of express itself.
  */
-import autocannon from 'autocannon';
+import type autocannon from 'autocannon';
+import { post, runAutocannon, type Scenario } from './load-support.js';
 import { listeningUrl, startBuiltService } from './service-process.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
-
-interface Scenario {
-  name: string;
-  method?: 'GET' | 'POST';
-  path: string;
-  body?: () => string;
-}
 
 async function main(): Promise<void> {
   const service = await startBuiltService();
@@ -41,8 +35,10 @@ async function main(): Promise<void> {
       { name: 'GET /invocations?limit=20 (auth + project + list)', path: '/invocations?limit=20' },
       { name: 'POST /org/projects (auth + insert)', method: 'POST', path: '/org/projects', body: () => JSON.stringify({ name: `p-${n++}` }) },
     ];
-    const rows = [];
-    for (const scenario of scenarios) rows.push({ scenario, result: await load(url, scenario, auth) });
+    const rows: { scenario: Scenario; result: autocannon.Result }[] = [];
+    for (const scenario of scenarios) {
+      rows.push({ scenario, result: await runAutocannon(url, scenario, auth, { connections: CONNECTIONS, durationS: DURATION_S }) });
+    }
 
     const base = rows[0]!.result;
     console.log(`\nAPI overhead: ${CONNECTIONS} connections, ${DURATION_S} s each, loopback, 2 cores shared with the server\n`);
@@ -57,23 +53,6 @@ async function main(): Promise<void> {
   } finally {
     await service.stop();
   }
-}
-
-function load(url: string, scenario: Scenario, headers: Record<string, string>): Promise<autocannon.Result> {
-  return autocannon({
-    url: url + scenario.path,
-    method: scenario.method ?? 'GET',
-    headers,
-    connections: CONNECTIONS,
-    duration: DURATION_S,
-    ...(scenario.body
-      ? { requests: [{ method: 'POST' as const, path: scenario.path, setupRequest: (req: autocannon.Request) => ({ ...req, body: scenario.body!() }) }] }
-      : {}),
-  });
-}
-
-function post(url: string, route: string, body: unknown, headers: Record<string, string>): Promise<Response> {
-  return fetch(url + route, { method: 'POST', headers, body: JSON.stringify(body) });
 }
 
 main().catch((error: unknown) => {

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { mkdir } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -45,6 +46,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const db = createPool(databaseUrl, config.DATABASE_POOL_MAX);
     db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));
     const shutdown = new AbortController();
+    // Every open event stream listens for shutdown: thousands are expected, not a leak.
+    setMaxListeners(0, shutdown.signal);
     // Agents of a crashed or killed service are re-adopted from the state dir at start.
     const runtime = createLocalRuntime({ stateDir: path.join(config.dataDir, 'browsers'), log, standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS });
     const deps: AppDeps = {
