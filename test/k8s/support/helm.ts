@@ -2,9 +2,9 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Agent, fetch } from 'undici';
 import { inject } from 'vitest';
 import { parseAllDocuments } from 'yaml';
+import { rawRequest, type ApiAnswer } from './kube.js';
 
 /**
  * Helm and server-side dry-run helpers for the chart checks. Helm is the binary
@@ -126,37 +126,8 @@ export function writeKubeconfig(): string {
   return file;
 }
 
-export interface ApiAnswer {
-  status: number;
-  body: Record<string, unknown>;
-  /** The API server's Warning headers (PodSecurity admission warns through them). */
-  warnings: string[];
-}
-
-/**
- * A request to the test API server as the admin. Like kube.ts's rawRequest, but it
- * returns the Warning headers too: admission warnings are part of what the checks read.
- */
-export async function apiRequest(method: string, urlPath: string, body?: unknown, contentType = 'application/json'): Promise<ApiAnswer> {
-  const { server, caFile, adminToken } = inject('controlPlane');
-  const dispatcher = new Agent({ connect: { ca: readFileSync(caFile) } });
-  try {
-    const response = await fetch(server + urlPath, {
-      method,
-      headers: { authorization: `Bearer ${adminToken}`, 'content-type': contentType, accept: 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      dispatcher,
-    });
-    const warnings = response.headers.get('warning');
-    return {
-      status: response.status,
-      body: (await response.json()) as Record<string, unknown>,
-      warnings: warnings ? warnings.split(/,\s*(?=\d{3} )/) : [],
-    };
-  } finally {
-    await dispatcher.close();
-  }
-}
+/** A request to the test API server as the admin (kube.ts's rawRequest). */
+export const apiRequest = rawRequest;
 
 interface Resource {
   plural: string;

@@ -35,12 +35,19 @@ export function committedCrds(): V1CustomResourceDefinition[] {
   );
 }
 
+export interface ApiAnswer {
+  status: number;
+  body: Record<string, unknown>;
+  /** The API server's Warning headers (PodSecurity admission warns through them). */
+  warnings: string[];
+}
+
 /**
- * A raw request to the test API server. client-node's typed models drop keys they do not
- * know the spelling of (x-kubernetes-validations read from YAML, for one), so manifests
- * go through this.
+ * A raw request to the test API server as the admin. client-node's typed models drop
+ * keys they do not know the spelling of (x-kubernetes-validations read from YAML, for
+ * one), so manifests go through this.
  */
-export async function rawRequest(method: string, urlPath: string, body?: unknown, contentType = 'application/json'): Promise<{ status: number; body: unknown }> {
+export async function rawRequest(method: string, urlPath: string, body?: unknown, contentType = 'application/json'): Promise<ApiAnswer> {
   const { server, caFile, adminToken } = inject('controlPlane');
   const dispatcher = new Agent({ connect: { ca: readFileSync(caFile) } });
   try {
@@ -50,7 +57,12 @@ export async function rawRequest(method: string, urlPath: string, body?: unknown
       body: body === undefined ? undefined : JSON.stringify(body),
       dispatcher,
     });
-    return { status: response.status, body: await response.json() };
+    const warnings = response.headers.get('warning');
+    return {
+      status: response.status,
+      body: (await response.json()) as Record<string, unknown>,
+      warnings: warnings ? warnings.split(/,\s*(?=\d{3} )/) : [],
+    };
   } finally {
     await dispatcher.close();
   }
