@@ -844,6 +844,14 @@ describe('auth connections (no browser)', () => {
       expectError(await api.post(`/auth/connections/${connection.id}/submit`, { field_values: { username: 'u', password: 'p' } }), 409, 'flow_not_running');
     });
 
+    it('refuses a submission to a flow past its expiry that the engine has not marked EXPIRED yet, and stores nothing', async () => {
+      const connection = await create(api, { domain: 'example.com', profile_name: unique('expired') });
+      const flowId = await arrangeFlow(connection, { status: 'IN_PROGRESS', step: 'AWAITING_INPUT', view: loginView, startedAt: new Date(clock.now().getTime() - 16 * 60_000) });
+      expectError(await api.post(`/auth/connections/${connection.id}/submit`, { field_values: { username: 'u', password: 'p' } }), 409, 'flow_not_running');
+      const { rows } = await app.database.db.query('SELECT pending_input FROM auth_flows WHERE id = $1', [flowId]);
+      expect(rows[0].pending_input).toBeNull();
+    });
+
     it('takes a submission that fits the awaiting step once, sealed, and refuses ones that do not fit', async () => {
       const connection = await create(api, { domain: 'example.com', profile_name: unique('awaiting') });
       const flowId = await arrangeFlow(connection, { status: 'IN_PROGRESS', step: 'AWAITING_INPUT', view: loginView });

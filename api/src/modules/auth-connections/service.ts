@@ -334,7 +334,10 @@ export function canonicalSubmission(view: FlowView, body: SubmitInput): Submissi
  */
 export async function submitToFlow(deps: AppDeps, row: ConnectionRow, body: SubmitInput): Promise<boolean> {
   const flow = row.flow;
-  if (!flow || !isRunning(flow)) throw conflict('flow_not_running', 'No login flow is running for this connection; start one with POST /auth/connections/{id}/login');
+  // A flow past its expiry is over even before the engine's sweep marks it EXPIRED.
+  if (!flow || !isRunning(flow) || flow.expires_at.getTime() <= deps.clock.now().getTime()) {
+    throw conflict('flow_not_running', 'No login flow is running for this connection; start one with POST /auth/connections/{id}/login');
+  }
   if (flow.step !== 'AWAITING_INPUT' || flow.has_pending_input) return false;
   const submission = canonicalSubmission(flow.view, body);
   const sealed = deps.sealer.seal(JSON.stringify(submission), `${SUBMISSION_SEAL_CONTEXT}:${flow.id}`);
