@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { ConfigError, configHelp, parseConfig } from './config.js';
+import { installOutboundDispatcher } from './http/outbound.js';
 import { createLogger } from './logger.js';
 import { startService, type RunningService } from './service.js';
 
@@ -21,6 +22,7 @@ async function main(): Promise<void> {
     throw error;
   }
   const log = createLogger(config.LOG_LEVEL);
+  installOutboundDispatcher();
 
   // The handlers go in before start-up: a supervisor may signal as soon as the listening
   // line is out, and a signal with no handler kills the process and leaves Postgres running.
