@@ -26,6 +26,7 @@ import {
 import { MAX_ACQUIRE_WAIT_SECONDS, type AcquirePoolInput, type ReleasePoolInput } from './schema.js';
 import { getPool } from './service.js';
 import { findPool, lockPoolForFill, setNextFillAt, type PoolRow, type PoolScope } from './store.js';
+import { databaseUnavailable } from '../../db/unavailable.js';
 
 /** How often every pool is looked at (fill, shrink) and waiters re-try, as a safety net behind the wake-ups. */
 export const POOL_RECONCILE_INTERVAL_MS = 1_000;
@@ -545,7 +546,10 @@ export class PoolManager {
     try {
       await launchAdmitted(this.deps, row, spec);
     } catch (error) {
-      this.failed(poolId, error);
+      // A database outage is not the pool's fault: backing off for it would keep the pool
+      // empty for up to a minute after the database is back (the launch's row is left to the reaper).
+      if (databaseUnavailable(error)) this.deps.log.warn({ err: error, poolId, sessionId: row.id }, 'a warm pool browser could not be recorded: the database is unavailable');
+      else this.failed(poolId, error);
       return;
     }
     this.backoff.delete(poolId);

@@ -1,0 +1,60 @@
+/**
+ * The contract between the API (which writes desired state as custom resources in
+ * Kubernetes mode), the operator (which reconciles them) and GitOps manifests: resource
+ * names, labels, annotations, finalizers and field managers. One module, so the three
+ * never disagree on a spelling.
+ */
+import { API_VERSION, GROUP } from './crds.js';
+import { labelValue } from './browser-pod.js';
+
+export { API_VERSION, GROUP };
+
+export const PLURALS = {
+  BrowserSession: 'browsersessions',
+  BrowserPool: 'browserpools',
+  AuthConnection: 'authconnections',
+} as const;
+
+/** Labels on resources the API writes (and on their pods): who they belong to. */
+export const LABELS = {
+  sessionId: 'browserplane.dev/session-id',
+  poolId: 'browserplane.dev/pool',
+  orgId: 'browserplane.dev/org-id',
+  projectId: 'browserplane.dev/project-id',
+} as const;
+
+export const ANNOTATIONS = {
+  /** 'api' on resources the API wrote; absent on resources applied with kubectl or a GitOps tool. */
+  createdBy: 'browserplane.dev/created-by',
+} as const;
+
+/** Held by the operator until what a resource stands for (pod, pool row) is gone. */
+export const FINALIZERS = {
+  browserSession: 'browserplane.dev/browser',
+  browserPool: 'browserplane.dev/drain',
+} as const;
+
+/** Server-side-apply field managers: the API's writes and the operator's are told apart in managedFields. */
+export const FIELD_MANAGERS = {
+  api: 'browserplane-api',
+  operator: 'browserplane-operator',
+} as const;
+
+/**
+ * A Kubernetes object name for an API id (`bs_3kq…` → `bs-3kq…`): DNS-1123, reversible
+ * because ids are lower-case base32 after one `_`.
+ */
+export function resourceNameOf(id: string): string {
+  return id.toLowerCase().replace(/_/g, '-');
+}
+
+/** The API id a resource name stands for (the inverse of resourceNameOf for API ids). */
+export function idOfResourceName(name: string): string {
+  const at = name.indexOf('-');
+  return at < 0 ? name : `${name.slice(0, at)}_${name.slice(at + 1)}`;
+}
+
+/** Labels naming a session's owners, as label values allow. */
+export function ownerLabels(scope: { orgId: string; projectId: string }): Record<string, string> {
+  return { [LABELS.orgId]: labelValue(scope.orgId), [LABELS.projectId]: labelValue(scope.projectId) };
+}
