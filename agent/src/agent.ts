@@ -11,6 +11,7 @@ import type { AgentConfig } from './config.js';
 import { startDisplay, type XDisplay } from './display.js';
 import { killProcessGroup } from './process-group.js';
 import { preparePolicy, type PolicyLaunch } from './policy.js';
+import { reportPort } from './port-file.js';
 import { ProxyForwarder } from './proxy.js';
 import { prepareStealth } from './stealth.js';
 import type { AgentPhase, LiveSettings } from './server.js';
@@ -171,6 +172,7 @@ export class BrowserAgent {
     });
     const { address, port } = server.address() as AddressInfo;
     this.log.info({ host: address, port }, 'listening');
+    if (this.config.portFile) await reportPort(this.config.portFile, port);
   }
 
   /**

@@ -57,8 +57,14 @@ function envInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, rang
 export interface AgentConfig {
   spec: BrowserLaunchSpec;
   host: string;
-  /** 0 lets the system choose; the chosen port is in the 'listening' log line. */
+  /** 0 lets the system choose; the chosen port is in the 'listening' log line and the port file. */
   port: number;
+  /**
+   * AGENT_PORT_FILE: where the agent writes the port it listens on, once it does. The local
+   * runtime starts agents on port 0 and reads this: a port picked beforehand and handed
+   * over could be taken by another socket in between (EADDRINUSE under load).
+   */
+  portFile?: string;
   /** Per-browser directory (user data, HOME, TMPDIR); removed on shutdown. Default: a fresh temp dir. */
   workDir?: string;
   chromePath?: string;
@@ -99,6 +105,7 @@ export function parseStandbyConfig(env: NodeJS.ProcessEnv): StandbyConfig {
   return {
     host: env.AGENT_HOST || '127.0.0.1',
     port: envInteger(env, 'AGENT_PORT', 0, { min: 0, max: 65535 }),
+    portFile: env.AGENT_PORT_FILE || undefined,
     chromePath: env.CHROME_PATH || undefined,
     chromiumUser,
     shutdownGraceMs: envInteger(env, 'AGENT_SHUTDOWN_GRACE_MS', 5000, { min: 0, max: 600_000 }),

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { BrowserAgent } from './agent.js';
 import { parseLaunchSpec, type StandbyConfig } from './config.js';
 import { sendJson } from './http-json.js';
+import { reportPort } from './port-file.js';
 
 /**
  * Standby mode (AGENT_STANDBY=1, no AGENT_SPEC). Node's start and the agent's module
@@ -59,6 +60,7 @@ export async function runStandby(
 
   return new Promise<Claimed>((resolve, reject) => {
     let claimed = false;
+    let listening: StandbyConfig = config;
     const server = http.createServer((request, response) => {
       const path = new URL(request.url ?? '/', 'http://agent').pathname;
       if (request.method === 'GET' && path === '/health') {
@@ -86,7 +88,7 @@ export async function runStandby(
           response.once('finish', () => {
             // The agent listens on the same port as soon as this server lets it go.
             server.close(() => {
-              const agent = new BrowserAgent({ ...config, spec, workDir: workDir }, log, exit);
+              const agent = new BrowserAgent({ ...listening, spec, workDir: workDir }, log, exit);
               resolve({ agent });
               void agent.start().catch((error: unknown) => agent.abort(error));
             });
@@ -104,7 +106,10 @@ export async function runStandby(
     });
     server.listen(config.port, config.host, () => {
       const { address, port } = server.address() as AddressInfo;
+      // The claimed agent takes over this very port (see /start), and reports nothing again.
+      listening = { ...config, port, portFile: undefined };
       log.info({ host: address, port }, 'standby agent listening');
+      if (config.portFile) reportPort(config.portFile, port).catch(reject);
     });
   });
 }

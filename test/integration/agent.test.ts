@@ -217,3 +217,36 @@ describe('agent lifecycle', () => {
     expect(stderr).toContain('AGENT_SPEC');
   });
 });
+
+describe('an agent started on port 0', () => {
+  it('chooses its own port and reports it in AGENT_PORT_FILE, where it then answers', async () => {
+    // The local runtime starts every agent this way: a port picked by the service and handed
+    // over could be taken by another socket before the agent binds it (EADDRINUSE at ~50 browsers).
+    const portFile = path.join(scratch, 'chosen.port');
+    const child = spawn(process.execPath, [agentEntry], {
+      env: { PATH: process.env.PATH, AGENT_SPEC: JSON.stringify({ browserId: 'agent-port-zero' }), AGENT_PORT: '0', AGENT_PORT_FILE: portFile, AGENT_WORK_DIR: path.join(scratch, 'agent-port-zero') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      let port: number | undefined;
+      for (let tries = 0; port === undefined; tries++) {
+        if (existsSync(portFile)) port = Number(readFileSync(portFile, 'utf8').trim());
+        else if (tries > 300) throw new Error(`no port reported: ${output}`);
+        else await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect(port).toBeGreaterThan(0);
+      const listening = output.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { msg?: string; port?: number }).find((line) => line.msg === 'listening');
+      expect(listening?.port).toBe(port);
+      const answer = (await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as { browser_id: string };
+      expect(answer.browser_id).toBe('agent-port-zero');
+      // Written whole through a rename: no temporary file is left beside it.
+      expect(readdirSync(scratch).filter((name) => name.startsWith('chosen.port.'))).toEqual([]);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  });
+});

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { open, readdir, readFile } from 'node:fs/promises';
 import net from 'node:net';
 import type { BrowserLaunchSpec, BrowserResetReport, LiveBrowserSettings } from '../ports/browser-runtime.js';
+import { parsePort } from '../../../agent/src/port-file.js';
 
 /**
  * Starting, probing and reading the agent as a child process. The agent's stdout goes to
@@ -52,6 +53,8 @@ export async function spawnAgent(options: {
   /** For a standby agent (no spec): the secret its claim must carry. */
   standbyToken?: string;
   port: number;
+  /** Where the agent writes the port it listens on (with port 0): see readReportedPort. */
+  portFile?: string;
   workDir?: string;
   logFile: string;
   chromePath?: string;
@@ -68,6 +71,7 @@ export async function spawnAgent(options: {
         : { AGENT_STANDBY: '1', AGENT_PARENT_PID: String(process.pid), AGENT_STANDBY_TOKEN: options.standbyToken ?? '' }),
       AGENT_HOST: '127.0.0.1',
       AGENT_PORT: String(options.port),
+      ...(options.portFile ? { AGENT_PORT_FILE: options.portFile } : {}),
       ...(options.workDir ? { AGENT_WORK_DIR: options.workDir } : {}),
       LOG_LEVEL: options.logLevel,
       ...(options.chromePath ? { CHROME_PATH: options.chromePath } : {}),
@@ -83,6 +87,20 @@ export async function spawnAgent(options: {
     return child;
   } finally {
     await log.close();
+  }
+}
+
+/**
+ * The port an agent started on port 0 reported (agent/src/port-file.ts), or undefined while
+ * it has not yet. Agents choose their own port: one picked here and handed over could be
+ * taken by another socket before the agent binds it, which happened at about 50 browsers.
+ */
+export async function readReportedPort(file: string): Promise<number | undefined> {
+  try {
+    return parsePort(await readFile(file, 'utf8'));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
   }
 }
 

@@ -69,8 +69,14 @@ export class BrowserRecords {
       .filter((id) => BROWSER_ID.test(id));
   }
 
+  /** Where the browser's agent reports the port it chose. */
+  portFile(browserId: string): string {
+    return path.join(this.stateDir, `${browserId}.port`);
+  }
+
   async remove(browserId: string): Promise<void> {
     await rm(this.recordFile(browserId), { force: true });
     await rm(this.logFile(browserId), { force: true });
+    await rm(this.portFile(browserId), { force: true });
   }
 }

@@ -13,12 +13,12 @@ import {
   claimStandbyAgent,
   describeExit,
   fetchHealth,
-  freePort,
   isProcessOf,
   lastAgentWords,
   processGroupsMentioning,
   postAgentReset,
   postAgentSettings,
+  readReportedPort,
   requestAgentShutdown,
   spawnAgent,
   type AgentExit,
@@ -72,6 +72,8 @@ interface Tracked {
   adoptedDead?: boolean;
   /** Spawned, not yet ready. */
   starting?: boolean;
+  /** Where a spawned agent reports its port, until it has. */
+  portFile?: string;
 }
 
 /**
@@ -84,6 +86,7 @@ function workDirName(browserId: string): string {
 
 interface Standby {
   child: ChildProcess;
+  /** Empty until the agent reported its port. */
   agentUrl: string;
   logFile: string;
   /** The secret its claim carries. */
@@ -156,16 +159,18 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     refilling ??= (async () => {
       while (!standbyClosed && standbys.length < standbyWanted) {
         await records.ensureDir();
-        const port = await freePort();
-        const logFile = path.join(options.stateDir, `standby-${randomBytes(6).toString('hex')}.log`);
+        const name = `standby-${randomBytes(6).toString('hex')}`;
+        const logFile = path.join(options.stateDir, `${name}.log`);
+        const portFile = path.join(options.stateDir, `${name}.port`);
         const token = randomBytes(32).toString('base64url');
-        const child = await spawnAgent({ agentEntry, port, logFile, standbyToken: token, chromePath: options.chromePath, logLevel: options.agentLogLevel ?? 'info' });
-        const agentUrl = `http://127.0.0.1:${port}`;
-        const standby: Standby = { child, agentUrl, logFile, token, ready: waitForStandby(child, agentUrl) };
+        const child = await spawnAgent({ agentEntry, port: 0, portFile, logFile, standbyToken: token, chromePath: options.chromePath, logLevel: options.agentLogLevel ?? 'info' });
+        const standby: Standby = { child, agentUrl: '', logFile, token, ready: Promise.resolve(false) };
+        standby.ready = waitForStandby(standby, portFile);
         child.once('exit', () => {
           const index = standbys.indexOf(standby);
           if (index >= 0) standbys.splice(index, 1);
           void rm(logFile, { force: true });
+          void rm(portFile, { force: true });
         });
         standbys.push(standby);
         // One at a time, so standbys never compete with each other for the CPU.
@@ -184,11 +189,19 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     if (standby.child.pid) signalProcessGroup(standby.child.pid, 'SIGTERM');
   }
 
-  /** Resolves true once the standby answers as one; false if it exits or takes more than 10 s. */
-  async function waitForStandby(child: ChildProcess, agentUrl: string): Promise<boolean> {
+  /** Resolves true once the standby reported its port and answers as one; false if it exits or takes more than 10 s. */
+  async function waitForStandby(standby: Standby, portFile: string): Promise<boolean> {
+    const { child } = standby;
     const deadline = Date.now() + 10_000;
     while (child.exitCode === null && child.signalCode === null && Date.now() < deadline) {
-      if ((await fetchHealth(agentUrl, 500))?.status === 'standby') return true;
+      if (!standby.agentUrl) {
+        const port = await readReportedPort(portFile);
+        if (port !== undefined) {
+          standby.agentUrl = `http://127.0.0.1:${port}`;
+          await rm(portFile, { force: true });
+        }
+      }
+      if (standby.agentUrl && (await fetchHealth(standby.agentUrl, 500))?.status === 'standby') return true;
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     return false;
@@ -234,8 +247,9 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     // session. Written after the agent, a kill in between left an agent and its Chromium
     // running for ever with nothing pointing at them.
     const standby = await claimStandby(spec, record);
-    const port = standby ? 0 : await freePort();
-    record.agentUrl = standby?.agentUrl ?? `http://127.0.0.1:${port}`;
+    // A new agent chooses its port and reports it (awaitReady reads it); a standby already has.
+    record.agentUrl = standby?.agentUrl ?? '';
+    const portFile = standby ? undefined : records.portFile(browserId);
     let child: ChildProcess;
     if (standby) {
       child = standby.child;
@@ -243,10 +257,12 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
       await rename(standby.logFile, record.logFile).catch(() => undefined);
     } else {
       await records.write(record);
+      await rm(portFile!, { force: true });
       child = await spawnAgent({
         agentEntry,
         spec,
-        port,
+        port: 0,
+        portFile,
         workDir,
         logFile: record.logFile,
         chromePath: options.chromePath,
@@ -254,7 +270,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
       });
     }
     record.agentPid = child.pid!;
-    const entry: Tracked = { record, child, starting: true };
+    const entry: Tracked = { record, child, starting: true, ...(portFile ? { portFile } : {}) };
     tracked.set(browserId, entry);
     child.once('exit', (code, exitSignal) => {
       entry.exit = { code, signal: exitSignal };
@@ -280,7 +296,16 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
         throw signal.reason ?? new Error('launch aborted');
       }
       if (entry.exit) return observed(entry, 'Failed', await failureReason(entry));
-      const health = await fetchHealth(record.agentUrl, 1000);
+      if (!record.agentUrl && entry.portFile) {
+        const port = await readReportedPort(entry.portFile);
+        if (port !== undefined) {
+          record.agentUrl = `http://127.0.0.1:${port}`;
+          await records.write(record);
+          await rm(entry.portFile, { force: true });
+          delete entry.portFile;
+        }
+      }
+      const health = record.agentUrl ? await fetchHealth(record.agentUrl, 1000) : undefined;
       if (health?.status === 'ready' && health.browser) {
         record.browserPid = health.browser.pid;
         await records.write(record);
