@@ -1,8 +1,17 @@
 import type { Request, Response } from 'express';
 import type { AppDeps } from '../../app-deps.js';
+import { CoalescedReads } from '../../events/coalesced-reads.js';
 import { openSseStream, type SseStream } from '../../http/sse.js';
 import { getInvocation, invocationChannel, isTerminal, presentInvocation } from './service.js';
-import { findInvocation, type Scope } from './store.js';
+import { findInvocation, type InvocationRow, type Scope } from './store.js';
+
+/** Per app: the streams following one invocation share each re-read (see CoalescedReads). */
+const shared = new WeakMap<AppDeps, CoalescedReads<InvocationRow | undefined>>();
+function readsOf(deps: AppDeps): CoalescedReads<InvocationRow | undefined> {
+  let reads = shared.get(deps);
+  if (!reads) shared.set(deps, (reads = new CoalescedReads()));
+  return reads;
+}
 
 export interface FollowOptions {
   heartbeatMs: number;
@@ -34,7 +43,7 @@ export async function followInvocation(
   };
   const sendCurrentState = async (out: SseStream) => {
     try {
-      const row = await findInvocation(deps.db, scope, id);
+      const row = await readsOf(deps).fresh(`${scope.orgId}/${scope.projectId}/${id}`, () => findInvocation(deps.db, scope, id));
       if (!row) {
         out.send({ event: 'error', error: { code: 'not_found', message: 'The invocation no longer exists' }, timestamp: timestamp() });
         out.close();
