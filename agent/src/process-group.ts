@@ -8,8 +8,23 @@ import { readdir, readFile } from 'node:fs/promises';
  * group, as seen from ours.
  */
 
-/** The pids whose process group is `pgid`, read from /proc. */
+/**
+ * Whether any process (a zombie included) is still in the group. Asked of the kernel with
+ * signal 0, which costs one system call where a /proc scan reads a file per process: on a
+ * machine with 1,400 processes, the scans of one browser's stop took seconds.
+ */
+function groupExists(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** The live (not zombie) pids whose process group is `pgid`, read from /proc. */
 export async function processGroupMembers(pgid: number): Promise<number[]> {
+  if (!groupExists(pgid)) return [];
   const members: number[] = [];
   for (const entry of await readdir('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
@@ -51,10 +66,11 @@ export function isProcessAlive(pid: number): boolean {
 /** Resolves true once no live member of the group is left, false after `timeoutMs`. */
 export async function waitForProcessGroupExit(pgid: number, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
+  // Quick at first (a closed Chromium exits within tens of milliseconds), then less often.
+  for (let pauseMs = 25; ; pauseMs = Math.min(pauseMs * 2, 200)) {
     if ((await processGroupMembers(pgid)).length === 0) return true;
     if (Date.now() >= deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, 25));
+    await new Promise((resolve) => setTimeout(resolve, Math.min(pauseMs, Math.max(1, deadline - Date.now()))));
   }
 }
 
