@@ -7,6 +7,7 @@ import { FixedClock, systemClock } from '../../api/src/clock.js';
 import { errorMiddleware } from '../../api/src/http/error-middleware.js';
 import { mountRoutes } from '../../api/src/http/router.js';
 import { authConnectionRoutes } from '../../api/src/modules/auth-connections/routes.js';
+import { connectionSchema } from '../../api/src/modules/auth-connections/schema.js';
 import { connectionChannel } from '../../api/src/modules/auth-connections/service.js';
 import { errorFields, type HttpClient, type HttpResponse } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -177,6 +178,9 @@ describe('auth connections (no browser)', () => {
         error_message: null,
         website_error: null,
       });
+      // The documented ManagedAuth schema forbids undocumented fields (additionalProperties:
+      // false): the random fuzz found created_at and updated_at returned but not documented.
+      expect(connectionSchema.strict().safeParse(res.body).error).toBeUndefined();
       const job = await jobOf(res.body.id);
       expect(job).toEqual({
         task_identifier: 'auth_health_check',

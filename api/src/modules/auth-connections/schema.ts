@@ -263,6 +263,8 @@ export const connectionSchema = z
     sign_in_options: z.array(signInOptionSchema).nullable().optional(),
     sso_provider: z.string().nullable().optional(),
     website_error: z.string().nullable().optional(),
+    created_at: timestamp.optional().describe('When the connection was created (a Browserplane addition to the contract)'),
+    updated_at: timestamp.optional().describe('When the connection last changed (a Browserplane addition to the contract)'),
   })
   .meta({ id: 'ManagedAuth' });
 
