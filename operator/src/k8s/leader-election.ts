@@ -161,7 +161,7 @@ export class LeaderElector {
       const lease = await this.options.store.get();
       const now = Date.now();
       if (lease) {
-        const key = `${lease.resourceVersion}`;
+        const key = lease.resourceVersion;
         if (this.observed?.key !== key) this.observed = { key, at: now };
         this.noteLeader(lease.record.holderIdentity);
       }
