@@ -2,6 +2,7 @@ import { Secret, TOTP } from 'otpauth';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
+import { PAGE_SESSION_GRACE_MS } from '../../api/src/modules/auth-connections/hosted/routes.js';
 import { PASSWORD, TOTP_SECRET, USERNAME, startLoginSites, type LoginSites, type SiteName } from '../fixtures/login-sites/server.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -294,6 +295,21 @@ describe('the hosted login page', () => {
     await waitForState(first.page, 'ended');
     expect(await first.page.getByRole('heading', { level: 1 }).textContent()).toBe('Sign-in canceled');
     expect(await first.page.locator('input').count()).toBe(0);
+  }, TEST_TIMEOUT_MS);
+
+  it('ends the page session on the server a while after the flow expires, whatever the browser does with its cookie', async () => {
+    const flow = await startSiteLogin('single');
+    const { page } = await newUserPage();
+    await page.goto(flow.hostedUrl);
+    await waitForState(page, 'input');
+    const read = () => page.evaluate(async (base) => (await fetch(`${base}/state`)).status, `/auth/hosted/${flow.flowId}`);
+    expect(await read()).toBe(200);
+    // Expired just within the grace: the page still reads the outcome.
+    const expire = (ago: number) => app.deps.db.query(`UPDATE auth_flows SET expires_at = now() - make_interval(secs => $2) WHERE id = $1`, [flow.flowId, ago]);
+    await expire(PAGE_SESSION_GRACE_MS / 1000 - 30);
+    expect(await read()).toBe(200);
+    await expire(PAGE_SESSION_GRACE_MS / 1000 + 30);
+    expect(await read()).toBe(401);
   }, TEST_TIMEOUT_MS);
 
   it('shows markup from the site as text: labels and errors never become HTML', async () => {

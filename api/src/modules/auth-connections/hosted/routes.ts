@@ -39,12 +39,19 @@ function cookieToken(req: Request): string | undefined {
 
 const refused = () => new AppError(401, 'hosted_session_required', 'Open the login link again: this page has no valid session for the flow');
 
+/**
+ * How long after the flow's expiry its page session still reads the outcome. The cookie's
+ * Max-Age ends at the expiry, but a cookie is the browser's to keep: the server bounds
+ * the session itself, so a copied cookie does not read the flow's state for ever.
+ */
+export const PAGE_SESSION_GRACE_MS = 5 * 60_000;
+
 /** The flow this request's page session belongs to. */
 async function pageFlow(deps: AppDeps, req: Request, flowId: string): Promise<FlowRow> {
   const token = cookieToken(req);
   if (!token || !/^[A-Za-z0-9_-]{20,100}$/.test(token)) throw refused();
   const flow = await findFlowByPageToken(deps.db, flowId, sha256(token));
-  if (!flow) throw refused();
+  if (!flow || deps.clock.now().getTime() > flow.expires_at.getTime() + PAGE_SESSION_GRACE_MS) throw refused();
   return flow;
 }
 
