@@ -83,13 +83,28 @@ export const configSchema = z.object({
     .max(64)
     .default(1)
     .describe('Browser agents kept started and waiting, so a browser launch skips starting Node (about 20 MiB each)'),
+  BROWSERPLANE_RUNTIME: z
+    .enum(['local', 'kubernetes'])
+    .default('local')
+    .describe('Where browsers run: local (agent processes on this host) or kubernetes (BrowserSession resources the operator turns into pods)'),
+  BROWSERPLANE_NAMESPACE: optionalString
+    .pipe(z.string().max(63).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'a Kubernetes namespace name (DNS-1123 label)').optional())
+    .describe('Kubernetes mode: the namespace of the BrowserSession resources (default: POD_NAMESPACE, else default)'),
+  POD_NAMESPACE: optionalString.describe('The namespace this pod runs in (the chart sets it from the Downward API)'),
+  BROWSERPLANE_INTERNAL_URL: optionalString
+    .pipe(z.url({ protocol: /^https?$/ }).optional())
+    .describe('Base URL browser agents reach this service at (profile downloads and saves); default: the loopback address it listens on. Kubernetes mode: the API Service URL'),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')
     .describe('pino log level'),
 });
 
-export type Config = z.output<typeof configSchema> & { dataDir: string };
+export type Config = z.output<typeof configSchema> & {
+  dataDir: string;
+  /** Kubernetes mode's namespace: BROWSERPLANE_NAMESPACE, else the pod's own, else 'default'. */
+  namespace: string;
+};
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {
@@ -113,7 +128,11 @@ export function parseConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config
     });
     throw new ConfigError(problems);
   }
-  return { ...result.data, dataDir: path.resolve(cwd, result.data.BROWSERPLANE_DATA_DIR) };
+  return {
+    ...result.data,
+    dataDir: path.resolve(cwd, result.data.BROWSERPLANE_DATA_DIR),
+    namespace: result.data.BROWSERPLANE_NAMESPACE ?? result.data.POD_NAMESPACE ?? 'default',
+  };
 }
 
 function describeExpected(name: string): string {

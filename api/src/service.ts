@@ -22,7 +22,10 @@ import { adoptBrowsersAtStart, attachCdpProxy, IdleReaper } from './modules/brow
 import { poolManager } from './modules/browser-pools/manager.js';
 import { authFlows } from './modules/auth-connections/engine/flows.js';
 import { closeProfileWriters, liveProfileWriters } from './modules/browsers/profile-archive-stop.js';
+import { KubeConfig } from '@kubernetes/client-node';
 import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+import { createCustomResourceRuntime } from '../../operator/src/runtime/custom-resource-runtime.js';
+import type { BrowserRuntime } from '../../operator/src/ports/browser-runtime.js';
 
 /** How long each browser gets for Browser.close when the service stops. */
 const BROWSER_STOP_GRACE_MS = 5000;
@@ -48,8 +51,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const shutdown = new AbortController();
     // Every open event stream listens for shutdown: thousands are expected, not a leak.
     setMaxListeners(0, shutdown.signal);
-    // Agents of a crashed or killed service are re-adopted from the state dir at start.
-    const runtime = createLocalRuntime({ stateDir: path.join(config.dataDir, 'browsers'), log, standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS });
+    const browsers = browserRuntime(config, log);
+    const { runtime } = browsers;
     const deps: AppDeps = {
       db,
       clock: systemClock,
@@ -60,7 +63,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
         publicUrl: config.BROWSERPLANE_PUBLIC_URL,
         browserLaunchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
         poolLaunchConcurrency: config.BROWSERPLANE_POOL_LAUNCH_CONCURRENCY,
-        poolMinFreeMemoryBytes: config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
+        // In Kubernetes mode browsers run in pods, not on this host: its free memory says nothing.
+        poolMinFreeMemoryBytes: browsers.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
         authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
       },
       projectResources: allProjectResources(),
@@ -88,7 +92,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
     if (boot.generatedKey) announceAdminKey(boot.generatedKey, `${config.dataDir}/${ADMIN_KEY_FILE}`);
 
     // Before the first request: sessions of a killed service carry on or end with a reason.
-    await adoptBrowsersAtStart(deps);
+    // Not in Kubernetes mode: API replicas share the cluster's browsers, and adoption would
+    // end another replica's launch in flight as interrupted (the reaper covers the rest).
+    if (!browsers.kubernetes) await adoptBrowsersAtStart(deps);
 
     const { app, lifecycle } = buildApp(deps);
     const server = await listen(app, config.PORT, config.HOST);
@@ -98,8 +104,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const pools = poolManager(deps);
     const address = server.address() as AddressInfo;
     const url = `http://${address.address}:${address.port}`;
-    // Agents run on this host and fetch and save profiles here.
-    deps.settings.internalUrl = loopbackUrl(address);
+    // Agents fetch and save profiles here: on this host by loopback, from pods by the Service.
+    deps.settings.internalUrl = config.BROWSERPLANE_INTERNAL_URL ?? loopbackUrl(address);
     // After the internal URL is known: pool browsers with a profile fetch it from there.
     await pools.start();
     // Login flows, health checks and re-auths (health checks on the job queue).
@@ -126,9 +132,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
         await poolsStopped;
         await flowsStopped;
-        // A stopped service leaves no browser behind; their sessions end as browser_gone
-        // when the reaper next looks.
-        await runtime.terminateAll(BROWSER_STOP_GRACE_MS);
+        // A stopped embedded service leaves no browser behind (their sessions end as
+        // browser_gone when the reaper next looks); in Kubernetes mode they carry on.
+        await browsers.stop();
         await deps.events.close();
         await db.end();
         await embedded?.stop();
@@ -139,6 +145,23 @@ export async function startService(config: Config, log: Logger): Promise<Running
     await embedded?.stop().catch((stopError: unknown) => log.error({ err: stopError }, 'could not stop Postgres'));
     throw error;
   }
+}
+
+/**
+ * The runtime the setting names, and what stopping the service does to its browsers.
+ * Local: agents of a crashed or killed service are re-adopted from the state dir at start,
+ * and a clean stop ends them. Kubernetes: BrowserSession resources the operator turns into
+ * pods, in the cluster of the in-cluster service account or KUBECONFIG; a stop ends none.
+ */
+function browserRuntime(config: Config, log: Logger): { runtime: BrowserRuntime; kubernetes: boolean; stop(): Promise<void> } {
+  if (config.BROWSERPLANE_RUNTIME === 'kubernetes') {
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromDefault();
+    const runtime = createCustomResourceRuntime({ config: kubeConfig, namespace: config.namespace, log, launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });
+    return { runtime, kubernetes: true, stop: () => runtime.close() };
+  }
+  const runtime = createLocalRuntime({ stateDir: path.join(config.dataDir, 'browsers'), log, standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS });
+  return { runtime, kubernetes: false, stop: () => runtime.terminateAll(BROWSER_STOP_GRACE_MS) };
 }
 
 /** The listen address as a local client reaches it: a wildcard address means loopback. */

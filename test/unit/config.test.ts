@@ -29,6 +29,23 @@ describe('config', () => {
     }
   });
 
+  it('runs browsers locally unless told kubernetes, in the pod’s namespace unless one is named', () => {
+    expect(parseConfig({})).toMatchObject({ BROWSERPLANE_RUNTIME: 'local', namespace: 'default', BROWSERPLANE_INTERNAL_URL: undefined });
+    expect(parseConfig({ BROWSERPLANE_RUNTIME: 'kubernetes', POD_NAMESPACE: 'browsers' })).toMatchObject({ BROWSERPLANE_RUNTIME: 'kubernetes', namespace: 'browsers' });
+    expect(parseConfig({ BROWSERPLANE_NAMESPACE: 'team-a', POD_NAMESPACE: 'browsers' }).namespace).toBe('team-a');
+    expect(parseConfig({ BROWSERPLANE_NAMESPACE: '', POD_NAMESPACE: '' }).namespace).toBe('default');
+    expect(parseConfig({ BROWSERPLANE_INTERNAL_URL: 'http://browserplane-api.ns.svc:80' }).BROWSERPLANE_INTERNAL_URL).toBe('http://browserplane-api.ns.svc:80');
+    for (const env of [
+      { BROWSERPLANE_RUNTIME: 'docker' },
+      { BROWSERPLANE_RUNTIME: 'Kubernetes' },
+      { BROWSERPLANE_NAMESPACE: 'Team_A' },
+      { BROWSERPLANE_NAMESPACE: `n${'a'.repeat(63)}` },
+      { BROWSERPLANE_INTERNAL_URL: 'ftp://api' },
+    ]) {
+      expect(() => parseConfig(env), JSON.stringify(env)).toThrow(ConfigError);
+    }
+  });
+
   it('treats empty strings of optional settings as unset', () => {
     const config = parseConfig({ DATABASE_URL: '', BROWSERPLANE_API_KEY: '  ' });
     expect(config.DATABASE_URL).toBeUndefined();

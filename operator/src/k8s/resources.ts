@@ -58,3 +58,32 @@ export function idOfResourceName(name: string): string {
 export function ownerLabels(scope: { orgId: string; projectId: string }): Record<string, string> {
   return { [LABELS.orgId]: labelValue(scope.orgId), [LABELS.projectId]: labelValue(scope.projectId) };
 }
+
+/**
+ * The launch spec of an API-made BrowserSession travels in a Secret `<resource name>-launch`
+ * under the key `spec.json`: it may carry a decrypted proxy password, so never in the
+ * resource and never logged.
+ */
+export const LAUNCH_SECRET_SUFFIX = '-launch';
+export const LAUNCH_SPEC_KEY = 'spec.json';
+export const launchSecretNameOf = (browserId: string): string => `${resourceNameOf(browserId)}${LAUNCH_SECRET_SUFFIX}`;
+
+/** BrowserSession status.phase, as the operator writes it and the API reads it. */
+export const SESSION_PHASES = {
+  pending: 'Pending',
+  running: 'Running',
+  failed: 'Failed',
+  terminating: 'Terminating',
+} as const;
+export type SessionPhase = (typeof SESSION_PHASES)[keyof typeof SESSION_PHASES];
+
+/** Reasons of a BrowserSession's Ready condition (the API reads only phase and message). */
+export const SESSION_REASONS = {
+  awaitingLaunchSpec: 'AwaitingLaunchSpec',
+  invalidLaunchSpec: 'InvalidLaunchSpec',
+  podStarting: 'PodStarting',
+  podReady: 'PodReady',
+  launchFailed: 'LaunchFailed',
+  browserExited: 'BrowserExited',
+  terminating: 'Terminating',
+} as const;
