@@ -56,7 +56,7 @@ const named = (objects: KubeObject[], kind: string, name: string) => {
 interface Container {
   name: string;
   args?: string[];
-  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }[];
+  env?: { name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string }; fieldRef?: { fieldPath: string } } }[];
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   livenessProbe?: unknown;
   readinessProbe?: unknown;
@@ -220,7 +220,9 @@ describe.each(Object.keys(VALUES_SETS) as ValuesSet[])('rendered with %s values'
     }
     const apiRules = rulesOf(named(objects, 'Role', 'browserplane-api'));
     expect(apiRules.flatMap((rule) => rule.resources ?? [])).not.toContain('pods');
-    expect(apiRules.every((rule) => rule.apiGroups?.every((group) => group === 'browserplane.dev'))).toBe(true);
+    // Outside its own group the API may only write and delete (never read) the launch Secrets.
+    const apiCoreRules = apiRules.filter((rule) => !rule.apiGroups?.every((group) => group === 'browserplane.dev'));
+    expect(apiCoreRules).toEqual([{ apiGroups: [''], resources: ['secrets'], verbs: ['create', 'delete'] }]);
     // Leases: create (cannot be limited by name), everything else only on the operator's own.
     const operatorRules = rulesOf(named(objects, 'Role', 'browserplane-operator'));
     const leaseRules = operatorRules.filter((rule) => rule.resources?.includes('leases'));
@@ -239,6 +241,10 @@ describe.each(Object.keys(VALUES_SETS) as ValuesSet[])('rendered with %s values'
       expect(envOf(api, variable)?.valueFrom?.secretKeyRef, variable).toEqual(envOf(operator, variable)?.valueFrom?.secretKeyRef);
     }
     expect(envOf(operator, 'BROWSERPLANE_API_KEY')).toBeUndefined();
+    // The API runs browsers as BrowserSessions, and their pods reach it through its Service.
+    expect(envOf(api, 'BROWSERPLANE_RUNTIME')?.value).toBe('kubernetes');
+    expect(envOf(api, 'POD_NAMESPACE')?.valueFrom?.fieldRef?.fieldPath).toBe('metadata.namespace');
+    expect(envOf(api, 'BROWSERPLANE_INTERNAL_URL')?.value).toMatch(new RegExp(`^http://browserplane-api\\.${namespace}\\.svc:\\d+$`));
     // Every Secret a pod reads is either rendered here or one the values name as existing.
     const rendered = new Set(ofKind(objects, 'Secret').map((secret) => secret.metadata.name));
     const existing = new Set(set === 'ci/existing-secrets-values.yaml' ? ['browserplane-keys', 'platform-postgres'] : []);
@@ -319,7 +325,9 @@ describe('a real helm install, upgrade and uninstall on the test control plane',
     expect(await canI(operatorSa, { namespace, verb: 'update', ...pool, subresource: 'status' })).toBe(true);
     expect(await canI(operatorSa, { namespace, verb: 'update', group: 'coordination.k8s.io', resource: 'leases', name: 'browserplane-operator' })).toBe(true);
     expect(await canI(operatorSa, { namespace, verb: 'update', group: 'coordination.k8s.io', resource: 'leases', name: 'someone-else' })).toBe(false);
-    expect(await canI(operatorSa, { namespace, verb: 'get', resource: 'secrets' })).toBe(false);
+    // Launch specs travel in Secrets of the release namespace (the operator copies each into its pod's), nowhere else.
+    expect(await canI(operatorSa, { namespace, verb: 'watch', resource: 'secrets' })).toBe(true);
+    expect(await canI(operatorSa, { namespace: 'kube-system', verb: 'get', resource: 'secrets' })).toBe(false);
     expect(await canI(operatorSa, { namespace, verb: 'create', ...pool })).toBe(false);
     expect(await canI(operatorSa, { namespace: 'kube-system', verb: 'list', resource: 'pods' })).toBe(false);
     expect(await canI(apiSa, { namespace, verb: 'create', ...pool })).toBe(true);
@@ -327,6 +335,13 @@ describe('a real helm install, upgrade and uninstall on the test control plane',
     expect(await canI(apiSa, { namespace, verb: 'update', ...pool, subresource: 'status' })).toBe(false);
     expect(await canI(apiSa, { namespace, verb: 'list', resource: 'pods' })).toBe(false);
     expect(await canI(apiSa, { namespace, verb: 'get', resource: 'secrets' })).toBe(false);
+    const session = { group: 'browserplane.dev', resource: 'browsersessions' };
+    for (const verb of ['create', 'get', 'list', 'watch']) expect(await canI(apiSa, { namespace, verb, ...session }), verb).toBe(true);
+    expect(await canI(apiSa, { namespace, verb: 'update', ...session })).toBe(false);
+    expect(await canI(apiSa, { namespace, verb: 'create', resource: 'secrets' })).toBe(true);
+    expect(await canI(apiSa, { namespace, verb: 'delete', resource: 'secrets' })).toBe(true);
+    expect(await canI(apiSa, { namespace, verb: 'list', resource: 'secrets' })).toBe(false);
+    expect(await canI(apiSa, { namespace: 'kube-system', verb: 'create', resource: 'secrets' })).toBe(false);
 
     succeeded(await helm(['uninstall', 'browserplane', ...common]), 'helm uninstall');
     expect(await readSecret('browserplane')).toEqual(first);

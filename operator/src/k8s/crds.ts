@@ -36,6 +36,7 @@ const commonStatus = {
 const poolStatus = z.strictObject({
   ...commonStatus,
   poolId: z.string().optional().describe('The pool’s id in the API'),
+  project: z.string().optional().describe('The id of the project the pool belongs to'),
   size: z.number().int().optional().describe('Browsers the pool keeps warm'),
   availableCount: z.number().int().optional().describe('Idle browsers ready to be acquired'),
   acquiredCount: z.number().int().optional().describe('Browsers leased out'),
@@ -45,8 +46,10 @@ const poolStatus = z.strictObject({
 const sessionStatus = z.strictObject({
   ...commonStatus,
   sessionId: z.string().optional().describe('The session’s id in the API'),
-  phase: z.enum(['Pending', 'Starting', 'Running', 'Ended', 'Failed']).optional(),
+  phase: z.enum(['Pending', 'Starting', 'Running', 'Terminating', 'Ended', 'Failed']).optional(),
   podName: z.string().optional().describe('The pod running the browser'),
+  agentUrl: z.string().optional().describe('Base URL of the browser pod’s agent (http://podIP:9222), for the API’s proxies'),
+  message: z.string().optional().describe('Human-readable detail of the phase (why it failed, what it waits for)'),
   cdpWsUrl: z.string().optional().describe('CDP WebSocket URL through the API (token-signed)'),
   webdriverWsUrl: z.string().optional().describe('WebDriver BiDi WebSocket URL through the API (token-signed)'),
   browserLiveViewUrl: z.string().optional().describe('Live view URL, for headful sessions'),

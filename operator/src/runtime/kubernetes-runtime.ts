@@ -9,7 +9,7 @@
  * the agent's /health) and then asks the agent itself, as embedded mode does.
  */
 import { EventEmitter } from 'node:events';
-import { CoreV1Api, makeInformer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, makeInformer, type KubeConfig, type V1OwnerReference, type V1Pod, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { statusOf } from '../k8s/lease-store.js';
 import { AGENT_PORT, BROWSER_ID_LABEL, browserPod, browserPodName, browserSecret, COMPONENT_LABELS, type BrowserPodOptions } from '../k8s/browser-pod.js';
@@ -23,6 +23,11 @@ export interface KubernetesRuntimeOptions {
   log: Logger;
   /** How long a pod may take from creation to Ready (image pull included). Default 120 s. */
   launchTimeoutMs?: number;
+  /**
+   * Owners of a browser's pod and Secret (the BrowserSession it stands for), so that the
+   * garbage collector removes them with their owner should its finalizer be forced off.
+   */
+  ownerReferencesOf?(browserId: string): V1OwnerReference[] | undefined;
 }
 
 export type KubernetesRuntime = BrowserRuntime & {
@@ -156,7 +161,9 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
       await waitForPod(name, (pod) => pod === undefined, 30_000);
     }
     const podOptions = { ...options.pod, namespace, labels: spec.labels };
-    const secret = browserSecret(spec, podOptions);
+    const owners = options.ownerReferencesOf?.(spec.browserId);
+    const owned = <T extends V1Pod | V1Secret>(object: T): T => (owners?.length ? { ...object, metadata: { ...object.metadata, ownerReferences: owners } } : object);
+    const secret = owned(browserSecret(spec, podOptions));
     try {
       await core.createNamespacedSecret({ namespace, body: secret });
     } catch (error) {
@@ -164,7 +171,7 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
       await core.replaceNamespacedSecret({ name, namespace, body: secret });
     }
     try {
-      await core.createNamespacedPod({ namespace, body: browserPod(spec, podOptions) });
+      await core.createNamespacedPod({ namespace, body: owned(browserPod(spec, podOptions)) });
     } catch (error) {
       if (statusOf(error) !== 409) throw error;
     }
