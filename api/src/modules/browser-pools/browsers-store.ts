@@ -98,7 +98,7 @@ export async function leaseIdleBrowser(db: Queryable, ref: PoolRef, lease: Lease
   const { rows } = await db.query<SessionRow>(
     `WITH pool AS (
        SELECT id, generation, timeout_seconds FROM browser_pools
-        WHERE deleted_at IS NULL AND ${byId ? 'id = $1' : 'org_id = $9 AND project_id = $10 AND (id = $1 OR name_key = $11)'}
+        WHERE deleted_at IS NULL AND draining_since IS NULL AND ${byId ? 'id = $1' : 'org_id = $9 AND project_id = $10 AND (id = $1 OR name_key = $11)'}
         ORDER BY (id = $1) DESC LIMIT 1),
      pick AS (
        SELECT i.id FROM browser_sessions i, pool

@@ -82,7 +82,9 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       path: '/browser_pools/{id_or_name}',
       operationId: 'updateBrowserPool',
       summary: 'Change a pool’s configuration or size',
-      description: 'Each field sent replaces the stored one; it applies to browsers warmed from then on.',
+      description:
+        'Each field sent replaces the stored one; it applies to browsers warmed from then on. ' +
+        'A pool a Kubernetes BrowserPool resource manages is refused with 409 pool_managed_by_kubernetes: change the resource instead.',
       tags,
       auth: 'project',
       params: poolIdParams,
@@ -99,7 +101,9 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       path: '/browser_pools/{id_or_name}',
       operationId: 'deleteBrowserPool',
       summary: 'Delete a pool and its browsers',
-      description: 'Refused with 409 while a browser is leased, unless the body is {"force": true}.',
+      description:
+        'Refused with 409 while a browser is leased, unless the body is {"force": true}. ' +
+        'A pool a Kubernetes BrowserPool resource manages is refused with 409 pool_managed_by_kubernetes: delete the resource instead.',
       tags,
       auth: 'project',
       params: poolIdParams,

@@ -4,14 +4,14 @@ import { AppError, conflict, notFound, validationFailed } from '../../http/error
 import { newId } from '../../ids.js';
 import { DELETE_REASONS } from '../browsers/service.js';
 import { lockOrgSessionCreates } from '../browsers/store.js';
-import { countPoolBrowsers, endAllPoolBrowsers, type EndedBrowser } from './browsers-store.js';
+import { countPoolBrowsers, endAllPoolBrowsers, endIdleBrowsers, type EndedBrowser } from './browsers-store.js';
 import { DEFAULT_VIEWPORT } from '../browsers/schema.js';
 import { applyTelemetry } from '../browsers/telemetry.js';
 import { findProfile } from '../profiles/store.js';
 import { getLimits, shareLockLiveProject } from '../projects/store.js';
 import { findProxy } from '../proxies/store.js';
 import { DEFAULT_FILL_RATE_PER_MINUTE, DEFAULT_POOL_TIMEOUT_SECONDS, type CreatePoolInput, type UpdatePoolInput } from './schema.js';
-import { findPool, insertPool, markPoolDeleted, pooledSize, updatePool, type PoolRow, type PoolScope, type PoolSettings } from './store.js';
+import { findPool, insertPool, markPoolDeleted, markPoolDraining, pooledSize, updatePool, type PoolRow, type PoolScope, type PoolSettings } from './store.js';
 
 /**
  * Browser pools, configuration side: create, read, change and delete a pool's browser
@@ -21,6 +21,28 @@ import { findPool, insertPool, markPoolDeleted, pooledSize, updatePool, type Poo
  */
 
 type Deps = Pick<AppDeps, 'db' | 'clock' | 'settings'>;
+
+/**
+ * Who changes a pool: the API (no resource) or the operator on behalf of the BrowserPool
+ * resource (namespace/name) that manages it.
+ */
+export interface PoolWriter {
+  kubernetesResource?: string | undefined;
+}
+
+/**
+ * A pool a Kubernetes resource manages is changed through that resource only: its GitOps
+ * tool would put its own configuration back, and the pool would flap between the two,
+ * rebuilding its idle browsers each time.
+ */
+function refuseUnlessWriterManages(row: PoolRow, writer: PoolWriter): void {
+  if (row.kubernetes_resource === null || row.kubernetes_resource === writer.kubernetesResource) return;
+  throw conflict(
+    'pool_managed_by_kubernetes',
+    `The pool is managed by the Kubernetes BrowserPool ${row.kubernetes_resource}; change or delete that resource instead (kubectl, or its GitOps repository)`,
+    [{ code: 'kubernetes_resource', message: `BrowserPool ${row.kubernetes_resource}` }],
+  );
+}
 
 export async function getPool(db: Queryable, scope: PoolScope, idOrName: string): Promise<PoolRow> {
   const row = await findPool(db, scope, idOrName);
@@ -81,7 +103,7 @@ function sent(body: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(body).filter(([, value]) => value !== undefined));
 }
 
-export async function createPool(deps: Deps, scope: PoolScope, input: CreatePoolInput): Promise<PoolRow> {
+export async function createPool(deps: Deps, scope: PoolScope, input: CreatePoolInput, writer: PoolWriter = {}): Promise<PoolRow> {
   const name = input.name === undefined || input.name === '' ? null : input.name;
   try {
     return await inTransaction(deps.db, async (tx) => {
@@ -111,7 +133,7 @@ export async function createPool(deps: Deps, scope: PoolScope, input: CreatePool
       };
       await enforceSizeCaps(deps, tx, scope, settings.size, null);
       const id = newId('bpool');
-      await insertPool(tx, scope, { id, name, settings, now: deps.clock.now() });
+      await insertPool(tx, scope, { id, name, settings, now: deps.clock.now(), kubernetesResource: writer.kubernetesResource });
       return (await findPool(tx, scope, id))!;
     });
   } catch (error) {
@@ -145,12 +167,13 @@ const BROWSER_FIELDS = ['headless', 'stealth', 'kiosk_mode', 'start_url', 'proxy
  * {"id": ""} clears the profile and turns refresh_on_profile_update off; a new profile
  * without refresh_on_profile_update turns it on; telemetry null or {} changes nothing.
  */
-export async function updatePoolSettings(deps: Deps, scope: PoolScope, idOrName: string, input: UpdatePoolInput): Promise<PoolRow> {
+export async function updatePoolSettings(deps: Deps, scope: PoolScope, idOrName: string, input: UpdatePoolInput, writer: PoolWriter = {}): Promise<PoolRow> {
   let name: string | null = null;
   try {
     return await inTransaction(deps.db, async (tx) => {
       const row = await findPool(tx, scope, idOrName, { lock: true });
       if (!row) throw notFound('Browser pool', idOrName);
+      refuseUnlessWriterManages(row, writer);
       name = input.name === undefined || input.name === '' ? row.name : input.name;
       const s = settingsOf(row);
       const config = s.config;
@@ -214,10 +237,16 @@ export async function updatePoolSettings(deps: Deps, scope: PoolScope, idOrName:
  * set. Returns the browsers to close: the caller closes them after the commit (their CDP
  * clients see the connection close).
  */
-export async function deletePool(deps: Deps, scope: PoolScope, idOrName: string, options: { force: boolean }): Promise<{ poolId: string; ended: EndedBrowser[] }> {
+export async function deletePool(
+  deps: Deps,
+  scope: PoolScope,
+  idOrName: string,
+  options: { force: boolean } & PoolWriter,
+): Promise<{ poolId: string; ended: EndedBrowser[] }> {
   return inTransaction(deps.db, async (tx) => {
     const row = await findPool(tx, scope, idOrName, { lock: true });
     if (!row) throw notFound('Browser pool', idOrName);
+    refuseUnlessWriterManages(row, options);
     // Counted again under the pool's lock: a lease taken since the read above is seen here.
     const { leased } = await countPoolBrowsers(tx, row.id);
     if (leased > 0 && !options.force) {
@@ -228,6 +257,25 @@ export async function deletePool(deps: Deps, scope: PoolScope, idOrName: string,
     const now = deps.clock.now();
     await markPoolDeleted(tx, row.id, now);
     return { poolId: row.id, ended: await endAllPoolBrowsers(tx, row.id, DELETE_REASONS.poolDeleted, now) };
+  });
+}
+
+/**
+ * One step of a managed pool's drain (its resource is being deleted): the pool stops
+ * warming and leasing (see markPoolDraining), its idle browsers end, and the caller learns
+ * how many are still leased. Repeated until none is: a browser that finished starting
+ * since the last step is idle now and ends in this one.
+ */
+export async function drainPool(deps: Deps, scope: PoolScope, poolId: string, writer: PoolWriter): Promise<{ ended: EndedBrowser[]; leased: number }> {
+  return inTransaction(deps.db, async (tx) => {
+    const row = await findPool(tx, scope, poolId, { lock: true });
+    if (!row) throw notFound('Browser pool', poolId);
+    refuseUnlessWriterManages(row, writer);
+    const now = deps.clock.now();
+    await markPoolDraining(tx, row.id, now);
+    const ended = await endIdleBrowsers(tx, row.id, DELETE_REASONS.poolDeleted, now);
+    const { leased } = await countPoolBrowsers(tx, row.id);
+    return { ended, leased };
   });
 }
 

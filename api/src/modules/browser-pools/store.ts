@@ -54,6 +54,10 @@ export interface PoolRow {
   created_at: Date;
   updated_at: Date;
   deleted_at: Date | null;
+  /** The BrowserPool resource (namespace/name) that manages the pool; the API then refuses to change it. */
+  kubernetes_resource: string | null;
+  /** When that resource was deleted: the pool warms nothing more and goes once no browser is leased. */
+  draining_since: Date | null;
   /** Browsers of the pool: ready and waiting, and held by clients (read in the same statement). */
   available_count: number;
   acquired_count: number;
@@ -62,7 +66,7 @@ export interface PoolRow {
 const SELECT = `SELECT p.id, p.org_id, p.project_id, p.name, p.size, p.fill_rate_per_minute, p.timeout_seconds, p.headless,
     p.stealth, p.kiosk_mode, p.start_url, p.proxy_id, p.profile_id, p.refresh_on_profile_update, p.viewport_width,
     p.viewport_height, p.viewport_refresh_rate, p.chrome_policy, p.telemetry, p.config, p.generation, p.next_fill_at, p.created_at,
-    p.updated_at, p.deleted_at, c.available_count, c.acquired_count
+    p.updated_at, p.deleted_at, p.kubernetes_resource, p.draining_since, c.available_count, c.acquired_count
   FROM browser_pools p
   CROSS JOIN LATERAL (
     SELECT (count(*) FILTER (WHERE s.leased_at IS NULL AND s.phase = 'running'))::int AS available_count,
@@ -113,9 +117,13 @@ const SETTINGS_COLUMNS = [
   'config',
 ];
 
-export async function insertPool(db: Queryable, scope: PoolScope, pool: { id: string; name: string | null; settings: PoolSettings; now: Date }): Promise<void> {
-  const columns = ['id', 'org_id', 'project_id', 'name', 'name_key', ...SETTINGS_COLUMNS, 'created_at', 'updated_at'];
-  const values = [pool.id, scope.orgId, scope.projectId, pool.name, nameKey(pool.name), ...settingsValues(pool.settings), pool.now, pool.now];
+export async function insertPool(
+  db: Queryable,
+  scope: PoolScope,
+  pool: { id: string; name: string | null; settings: PoolSettings; now: Date; kubernetesResource?: string | undefined },
+): Promise<void> {
+  const columns = ['id', 'org_id', 'project_id', 'name', 'name_key', ...SETTINGS_COLUMNS, 'created_at', 'updated_at', 'kubernetes_resource'];
+  const values = [pool.id, scope.orgId, scope.projectId, pool.name, nameKey(pool.name), ...settingsValues(pool.settings), pool.now, pool.now, pool.kubernetesResource ?? null];
   await db.query(`INSERT INTO browser_pools (${columns.join(', ')}) VALUES (${values.map((_, i) => `$${i + 1}`).join(', ')})`, values);
 }
 
@@ -149,11 +157,32 @@ export async function findPool(db: Queryable, scope: PoolScope, idOrName: string
 
 /**
  * A live pool by id, across tenants, locked for its fill; undefined when another replica
- * fills it right now (SKIP LOCKED) or it is gone.
+ * fills it right now (SKIP LOCKED), it is gone, or it drains (its resource was deleted).
  */
 export async function lockPoolForFill(db: Queryable, id: string): Promise<PoolRow | undefined> {
-  const { rows } = await db.query<PoolRow>(`${SELECT} WHERE p.id = $1 AND p.deleted_at IS NULL FOR UPDATE OF p SKIP LOCKED`, [id]);
+  const { rows } = await db.query<PoolRow>(`${SELECT} WHERE p.id = $1 AND p.deleted_at IS NULL AND p.draining_since IS NULL FOR UPDATE OF p SKIP LOCKED`, [id]);
   return rows[0];
+}
+
+/** The live pool a BrowserPool resource (namespace/name) manages, across tenants; `lock` takes it FOR UPDATE. */
+export async function findManagedPool(db: Queryable, resource: string, options: { lock?: boolean } = {}): Promise<PoolRow | undefined> {
+  const { rows } = await db.query<PoolRow>(
+    `${SELECT} WHERE p.kubernetes_resource = $1 AND p.deleted_at IS NULL ${options.lock ? 'FOR UPDATE OF p' : ''}`,
+    [resource],
+  );
+  return rows[0];
+}
+
+/**
+ * Starts a pool's drain (once): the fill passes it over, and its generation moves on so a
+ * released browser is closed rather than put back to be leased again.
+ */
+export async function markPoolDraining(db: Queryable, id: string, now: Date): Promise<void> {
+  await db.query(
+    `UPDATE browser_pools SET draining_since = $2, generation = generation + 1, updated_at = $2
+      WHERE id = $1 AND deleted_at IS NULL AND draining_since IS NULL`,
+    [id, now],
+  );
 }
 
 export async function setNextFillAt(db: Queryable, id: string, at: Date): Promise<void> {

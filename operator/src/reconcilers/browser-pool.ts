@@ -1,0 +1,263 @@
+/**
+ * BrowserPool resources applied with kubectl or a GitOps tool → pool rows in Postgres.
+ *
+ * The pool itself runs where embedded mode runs it: the API replicas' PoolManager fills
+ * it, leases and releases its browsers, with Postgres as the lease authority. This
+ * reconciler (in the elected operator) only keeps the row in step with the resource,
+ * through the same service functions the API's POST and PATCH use, reports the pool's
+ * counts in the resource's status, and drains the pool under a finalizer when the
+ * resource is deleted. Each reconcile: observe → plan (browser-pool-plan.ts, pure) →
+ * execute → report.
+ */
+import { ApiException, CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { AppDeps } from '../../../api/src/app-deps.js';
+import { AppError } from '../../../api/src/http/errors.js';
+import { foldName } from '../../../api/src/ids.js';
+import { terminateGraceMs } from '../../../api/src/modules/browsers/service.js';
+import { poolManager } from '../../../api/src/modules/browser-pools/manager.js';
+import { createPool, deletePool, drainPool, updatePoolSettings } from '../../../api/src/modules/browser-pools/service.js';
+import { findManagedPool, findPool, type PoolRow } from '../../../api/src/modules/browser-pools/store.js';
+import { firstOrg } from '../../../api/src/modules/orgs/store.js';
+import { findDefaultProject, findProject } from '../../../api/src/modules/projects/store.js';
+import { Controller, objectKey, splitKey, type ControllerSource } from '../k8s/controller.js';
+import { API_VERSION, GROUP } from '../k8s/crds.js';
+import { ANNOTATIONS, FIELD_MANAGERS, FINALIZERS, PLURALS } from '../k8s/resources.js';
+import {
+  desiredPoolOf,
+  planBrowserPool,
+  problemOfRefusal,
+  REQUEUE_MS,
+  requeueAfterMs,
+  statusChanged,
+  statusOf,
+  type ObservedPool,
+  type ObservedResource,
+  type Observation,
+  type PoolStep,
+  type Problem,
+} from './browser-pool-plan.js';
+
+const VERSION = API_VERSION.slice(GROUP.length + 1);
+const PLURAL = PLURALS.BrowserPool;
+
+export interface BrowserPoolReconcilerOptions {
+  config: KubeConfig;
+  /** The namespace whose BrowserPools are reconciled; all namespaces when omitted. */
+  namespace?: string | undefined;
+  /** The API's dependencies (database, clock, log, runtime…), composed as the API composes them. */
+  deps: AppDeps;
+  workers?: number;
+  resyncMs?: number;
+}
+
+type Resource = KubernetesObject & { spec?: unknown; status?: Record<string, unknown> };
+
+const statusCode = (error: unknown): number | undefined => (error instanceof ApiException ? error.code : undefined);
+
+function observedResourceOf(object: Resource, key: string): ObservedResource {
+  const metadata = object.metadata ?? {};
+  return {
+    key,
+    name: metadata.name ?? '',
+    generation: metadata.generation ?? 0,
+    deleting: metadata.deletionTimestamp !== undefined && metadata.deletionTimestamp !== null,
+    hasFinalizer: (metadata.finalizers ?? []).includes(FINALIZERS.browserPool),
+    createdByApi: metadata.annotations?.[ANNOTATIONS.createdBy] === 'api',
+    spec: object.spec,
+  };
+}
+
+const observedPoolOf = (row: PoolRow): ObservedPool => ({
+  id: row.id,
+  orgId: row.org_id,
+  projectId: row.project_id,
+  name: row.name,
+  config: row.config,
+  size: row.size,
+  availableCount: Number(row.available_count),
+  acquiredCount: Number(row.acquired_count),
+  draining: row.draining_since !== null,
+});
+
+export class BrowserPoolReconciler {
+  private readonly api: CustomObjectsApi;
+
+  constructor(private readonly options: BrowserPoolReconcilerOptions) {
+    this.api = options.config.makeApiClient(CustomObjectsApi);
+  }
+
+  /** The controller: an informer on BrowserPools feeding this reconciler's keys. */
+  controller(): Controller {
+    const { namespace, deps } = this.options;
+    const path = namespace === undefined ? `/apis/${GROUP}/${VERSION}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${PLURAL}`;
+    const list = () =>
+      namespace === undefined
+        ? this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })
+        : this.api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL });
+    const informer = makeInformer<Resource>(this.options.config, path, list);
+    const source: ControllerSource = { name: PLURAL, informer: informer, keysOf: (object) => [objectKey(object)] };
+    return new Controller({
+      name: 'browserpool',
+      sources: [source],
+      reconcile: (key) => this.reconcile(key),
+      log: deps.log,
+      ...(this.options.workers !== undefined ? { workers: this.options.workers } : {}),
+      ...(this.options.resyncMs !== undefined ? { resyncMs: this.options.resyncMs } : {}),
+    });
+  }
+
+  async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
+    const object = await this.read(key);
+    const observed = await this.observe(key, object);
+    const plan = planBrowserPool(observed);
+    if (plan.ignore) return {};
+    if (plan.finalizer === 'add') await this.setFinalizer(object!, { present: true });
+    const refused = await this.execute(key, plan.step);
+    const problem = plan.problem ?? refused.problem;
+    if (plan.finalizer === 'remove' && refused.done) {
+      await this.setFinalizer(object!, { present: false });
+      this.options.deps.log.info({ resource: key }, 'browser pool drained and deleted; finalizer released');
+      return {};
+    }
+    if (!object || !observed.resource) {
+      const requeue = refused.done ? requeueAfterMs(plan, undefined) : REQUEUE_MS.draining;
+      return requeue === undefined ? {} : { requeueAfterMs: requeue };
+    }
+    const after = await findManagedPool(this.options.deps.db, key);
+    const status = statusOf(
+      { generation: observed.resource.generation, deleting: observed.resource.deleting, pool: after && observedPoolOf(after), problem },
+      object.status,
+      this.options.deps.clock.now(),
+    );
+    if (statusChanged(object.status, status)) await this.writeStatus(object, status);
+    const requeue = refused.done ? requeueAfterMs(plan, status) : REQUEUE_MS.draining;
+    return requeue === undefined ? {} : { requeueAfterMs: requeue };
+  }
+
+  private async read(key: string): Promise<Resource | undefined> {
+    const { namespace, name } = splitKey(key);
+    try {
+      return (await this.api.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: namespace!, plural: PLURAL, name })) as Resource;
+    } catch (error) {
+      if (statusCode(error) === 404) return undefined;
+      throw error;
+    }
+  }
+
+  private async observe(key: string, object: Resource | undefined): Promise<Observation> {
+    const { db } = this.options.deps;
+    const resource = object && observedResourceOf(object, key);
+    const row = await findManagedPool(db, key);
+    const pool = row && observedPoolOf(row);
+    const observation: Observation = { resource, desired: undefined, orgId: undefined, projectId: undefined, pool, nameTakenBy: undefined };
+    if (!resource || resource.deleting || resource.createdByApi) return observation;
+    const desired = (observation.desired = desiredPoolOf(resource));
+    if (!desired.ok) return observation;
+    // Manifests act in the installation's bootstrap organisation.
+    const org = await firstOrg(db);
+    if (!org) return observation;
+    observation.orgId = org.id;
+    const project = desired.projectRef === undefined ? await findDefaultProject(db, org.id) : await findProject(db, org.id, desired.projectRef);
+    if (!project) return observation;
+    observation.projectId = project.id;
+    const holder = await findPool(db, { orgId: org.id, projectId: project.id }, desired.input.name);
+    if (holder && holder.id !== pool?.id && holder.name !== null && foldName(holder.name) === foldName(desired.input.name)) observation.nameTakenBy = holder.id;
+    return observation;
+  }
+
+  /**
+   * Carries out the step. `done` is false when it must be tried again later (leases
+   * appeared before the delete); `problem` is an API refusal of the desired pool.
+   */
+  private async execute(key: string, step: PoolStep): Promise<{ done: boolean; problem?: Problem }> {
+    const { deps } = this.options;
+    const writer = { kubernetesResource: key };
+    try {
+      switch (step.kind) {
+        case 'none':
+          return { done: true };
+        case 'create': {
+          const row = await createPool(deps, step.scope, step.input, writer);
+          deps.log.info({ resource: key, poolId: row.id }, 'browser pool created from its resource');
+          poolManager(deps).poke();
+          return { done: true };
+        }
+        case 'update': {
+          const row = await updatePoolSettings(deps, step.scope, step.poolId, step.input, writer);
+          deps.log.info({ resource: key, poolId: row.id, fields: Object.keys(step.input) }, 'browser pool changed by its resource');
+          await poolManager(deps).afterUpdate(row, { discardAllIdle: step.input.discard_all_idle === true });
+          return { done: true };
+        }
+        case 'drain': {
+          const { ended, leased } = await drainPool(deps, step.scope, step.poolId, writer);
+          if (ended.length > 0) deps.log.info({ resource: key, poolId: step.poolId, browsers: ended.length, leased }, 'draining browser pool: idle browsers ended');
+          await Promise.all(
+            ended.map((b) =>
+              deps.runtime
+                .terminate(b.id, { graceMs: terminateGraceMs(b) })
+                .catch((error: unknown) => deps.log.error({ err: error, sessionId: b.id }, 'closing a drained pool browser failed')),
+            ),
+          );
+          return { done: true };
+        }
+        case 'delete': {
+          const { poolId, ended } = await deletePool(deps, step.scope, step.poolId, { force: false, ...writer });
+          await poolManager(deps).poolDeleted(poolId, ended);
+          return { done: true };
+        }
+      }
+    } catch (error) {
+      if (!(error instanceof AppError)) throw error;
+      // A lease taken between the drain's count and the delete: wait for it too.
+      if (step.kind === 'delete' && error.code === 'pool_has_leases') return { done: false };
+      if (step.kind === 'create' || step.kind === 'update') return { done: true, problem: problemOfRefusal(error.code, error.message) };
+      throw error;
+    }
+  }
+
+  /** Adds or removes this reconciler's finalizer; the resourceVersion makes a concurrent change fail (409) and retry. */
+  private async setFinalizer(object: Resource, { present }: { present: boolean }): Promise<void> {
+    const metadata = object.metadata!;
+    const others = (metadata.finalizers ?? []).filter((f) => f !== FINALIZERS.browserPool);
+    const finalizers = present ? [...others, FINALIZERS.browserPool] : others;
+    await this.api.patchNamespacedCustomObject(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: metadata.namespace!,
+        plural: PLURAL,
+        name: metadata.name!,
+        body: { metadata: { finalizers, resourceVersion: metadata.resourceVersion } },
+        fieldManager: FIELD_MANAGERS.operator,
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+  }
+
+  /** Server-side apply of the whole status under the operator's field manager (fields it no longer sets are removed). */
+  private async writeStatus(object: Resource, status: object): Promise<void> {
+    const metadata = object.metadata!;
+    await this.api.patchNamespacedCustomObjectStatus(
+      {
+        group: GROUP,
+        version: VERSION,
+        namespace: metadata.namespace!,
+        plural: PLURAL,
+        name: metadata.name!,
+        body: { apiVersion: API_VERSION, kind: 'BrowserPool', metadata: { name: metadata.name, namespace: metadata.namespace }, status },
+        fieldManager: FIELD_MANAGERS.operator,
+        force: true,
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
+    );
+  }
+}
+
+/**
+ * Runs the BrowserPool reconciler until `signal` aborts (call it in the elected leader
+ * only). Resolves once the watch has stopped and reconciles in flight have finished.
+ */
+export function startBrowserPoolReconciler(options: BrowserPoolReconcilerOptions & { signal: AbortSignal }): { controller: Controller; done: Promise<void> } {
+  const controller = new BrowserPoolReconciler(options).controller();
+  return { controller, done: controller.run(options.signal) };
+}
