@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { open, readdir, readFile } from 'node:fs/promises';
 import net from 'node:net';
-import type { BrowserLaunchSpec, BrowserResetReport, LiveBrowserSettings } from '../ports/browser-runtime.js';
+import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserResetReport, type BrowserRuntime, type LiveBrowserSettings, type ObservedBrowser } from '../ports/browser-runtime.js';
 import { parsePort } from '../../../agent/src/port-file.js';
 
 /**
@@ -258,4 +258,30 @@ export async function agentGroupsStartedFor(workDir: string, agentEntry: string)
     groups.push(Number(entry));
   }
   return groups;
+}
+
+/**
+ * The port's applySettings and reset for runtimes that place agents elsewhere (pods): the
+ * agent is the same everywhere, so both ask it directly at the URL its browser is observed at.
+ */
+export function agentControls(observe: (browserId: string) => Promise<ObservedBrowser | undefined>): Pick<BrowserRuntime, 'applySettings' | 'reset'> {
+  const readyAgent = async (browserId: string, error: new (message: string) => Error): Promise<string> => {
+    const current = await observe(browserId);
+    if (current?.phase !== 'Ready' || !current.agentUrl) throw new error(`browser ${browserId} is not running`);
+    return current.agentUrl;
+  };
+  return {
+    async applySettings(browserId, settings) {
+      const answer = await postAgentSettings(await readyAgent(browserId, BrowserSettingsError), settings);
+      if (!answer.ok) throw new BrowserSettingsError(answer.message);
+    },
+    async reset(browserId, { startUrl, signal }) {
+      const answer = await postAgentReset(await readyAgent(browserId, BrowserResetError), {
+        ...(startUrl !== undefined ? { startUrl } : {}),
+        ...(signal ? { signal } : {}),
+      });
+      if (!answer.ok) throw new BrowserResetError(answer.message);
+      return answer.report;
+    },
+  };
 }

@@ -17,8 +17,8 @@ import type { Logger } from 'pino';
 import { statusOf } from '../k8s/lease-store.js';
 import { FIELD_MANAGERS, GROUP, LABELS, launchSecretNameOf, PLURALS, resourceNameOf } from '../k8s/resources.js';
 import { VERSION } from '../k8s/crds.js';
-import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
-import { postAgentReset, postAgentSettings, requestAgentShutdown } from './agent-process.js';
+import { type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
+import { agentControls, requestAgentShutdown } from './agent-process.js';
 import { browserSessionResource, launchSecret, launchSettled, observeSession, sessionIdOf, type BrowserSessionResource } from './custom-resource-status.js';
 
 export interface CustomResourceRuntimeOptions {
@@ -197,12 +197,10 @@ export function createCustomResourceRuntime(options: CustomResourceRuntimeOption
     return observed;
   }
 
-  const readyAgent = async (browserId: string, error: new (message: string) => Error): Promise<string> => {
+  const controls = agentControls(async (browserId) => {
     const resource = await resourceOf(browserId);
-    const current = resource && observeSession(resource);
-    if (current?.phase !== 'Ready') throw new error(`browser ${browserId} is not running`);
-    return current.agentUrl!;
-  };
+    return resource && observeSession(resource);
+  });
 
   return {
     launch(spec, { signal }) {
@@ -225,19 +223,7 @@ export function createCustomResourceRuntime(options: CustomResourceRuntimeOption
       return informer.list(namespace).map(observeSession);
     },
 
-    async applySettings(browserId, settings) {
-      const answer = await postAgentSettings(await readyAgent(browserId, BrowserSettingsError), settings);
-      if (!answer.ok) throw new BrowserSettingsError(answer.message);
-    },
-
-    async reset(browserId, { startUrl, signal }) {
-      const answer = await postAgentReset(await readyAgent(browserId, BrowserResetError), {
-        ...(startUrl !== undefined ? { startUrl } : {}),
-        ...(signal ? { signal } : {}),
-      });
-      if (!answer.ok) throw new BrowserResetError(answer.message);
-      return answer.report;
-    },
+    ...controls,
 
     async terminate(browserId, { graceMs, discardProfile }) {
       const pending = launching.get(browserId);

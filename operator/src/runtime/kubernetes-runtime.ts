@@ -13,8 +13,8 @@ import { CoreV1Api, makeInformer, type KubeConfig, type V1OwnerReference, type V
 import type { Logger } from 'pino';
 import { statusOf } from '../k8s/lease-store.js';
 import { AGENT_PORT, BROWSER_ID_LABEL, browserPod, browserPodName, browserSecret, COMPONENT_LABELS, type BrowserPodOptions } from '../k8s/browser-pod.js';
-import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
-import { fetchHealth, postAgentReset, postAgentSettings, requestAgentShutdown } from './agent-process.js';
+import { type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
+import { agentControls, fetchHealth, requestAgentShutdown } from './agent-process.js';
 
 export interface KubernetesRuntimeOptions {
   config: KubeConfig;
@@ -212,12 +212,10 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
     return observed;
   }
 
-  const readyAgent = async (browserId: string, error: new (message: string) => Error): Promise<string> => {
+  const controls = agentControls(async (browserId) => {
     const pod = await podOf(browserId);
-    const current = pod && observePod(pod);
-    if (current?.phase !== 'Ready') throw new error(`browser ${browserId} is not running`);
-    return current.agentUrl!;
-  };
+    return pod && observePod(pod);
+  });
 
   const runtime: KubernetesRuntime = {
     launch(spec, { signal }) {
@@ -239,19 +237,7 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
       return informer.list(namespace).map(observePod);
     },
 
-    async applySettings(browserId, settings) {
-      const answer = await postAgentSettings(await readyAgent(browserId, BrowserSettingsError), settings);
-      if (!answer.ok) throw new BrowserSettingsError(answer.message);
-    },
-
-    async reset(browserId, { startUrl, signal }) {
-      const answer = await postAgentReset(await readyAgent(browserId, BrowserResetError), {
-        ...(startUrl !== undefined ? { startUrl } : {}),
-        ...(signal ? { signal } : {}),
-      });
-      if (!answer.ok) throw new BrowserResetError(answer.message);
-      return answer.report;
-    },
+    ...controls,
 
     async terminate(browserId, { graceMs, discardProfile }) {
       await launching.get(browserId)?.catch(() => undefined);
