@@ -14,6 +14,7 @@
  */
 import type { Informer, KubernetesObject, ObjectCache } from '@kubernetes/client-node';
 import { runWorkers, WorkQueue, type RateLimiter, type ReconcileOutcome, type WorkQueueObserver } from './work-queue.js';
+import { keepInformerRunning, WATCH_RESTART_BACKOFF } from './informer-restart.js';
 
 export interface ControllerSource<T extends KubernetesObject = KubernetesObject> {
   name: string;
@@ -67,30 +68,22 @@ export class Controller {
   /** Runs until `signal` aborts; then stops the watches and waits for reconciles in flight. */
   async run(signal: AbortSignal): Promise<void> {
     const { sources, log, name } = this.options;
-    const backoff = this.options.watchBackoffMs ?? { initial: 1_000, max: 30_000 };
+    const backoff = this.options.watchBackoffMs ?? WATCH_RESTART_BACKOFF;
     const enqueue = (source: ControllerSource) => (object: KubernetesObject) => {
       for (const key of source.keysOf(object)) this.queue.add(key);
     };
-    const timers = new Set<NodeJS.Timeout>();
     for (const source of sources) {
       const add = enqueue(source);
       source.informer.on('add', add);
       source.informer.on('update', add);
       source.informer.on('delete', add);
-      let failures = 0;
-      source.informer.on('connect', () => {
-        failures = 0;
-      });
-      source.informer.on('error', (error: unknown) => {
-        if (signal.aborted) return;
-        const wait = Math.min(backoff.initial * 2 ** failures++, backoff.max);
-        this.restarts.set(source.name, (this.restarts.get(source.name) ?? 0) + 1);
-        log.warn({ controller: name, source: source.name, err: error, retryInMs: wait }, 'watch failed; restarting');
-        const timer = setTimeout(() => {
-          timers.delete(timer);
-          if (!signal.aborted) void source.informer.start().catch(() => undefined);
-        }, wait);
-        timers.add(timer);
+      keepInformerRunning(source.informer, {
+        backoff,
+        stopped: () => signal.aborted,
+        onFailure: (error, retryInMs) => {
+          this.restarts.set(source.name, (this.restarts.get(source.name) ?? 0) + 1);
+          log.warn({ controller: name, source: source.name, err: error, retryInMs }, 'watch failed; restarting');
+        },
       });
     }
     // The first list of every source completes before workers start, so a reconcile
@@ -109,7 +102,6 @@ export class Controller {
 
     await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
     clearInterval(resync);
-    for (const timer of timers) clearTimeout(timer);
     await Promise.all(sources.map((source) => source.informer.stop()));
     await this.queue.shutDown();
     await workers;

@@ -20,6 +20,7 @@ import { VERSION } from '../k8s/crds.js';
 import { type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
 import { agentControls, requestAgentShutdown } from './agent-process.js';
 import { browserSessionResource, launchSecret, launchSettled, observeSession, sessionIdOf, type BrowserSessionResource } from './custom-resource-status.js';
+import { keepInformerRunning } from '../k8s/informer-restart.js';
 
 export interface CustomResourceRuntimeOptions {
   config: KubeConfig;
@@ -62,10 +63,9 @@ export function createCustomResourceRuntime(options: CustomResourceRuntimeOption
   informer.on('update', (resource) => changes.emit(resource.metadata.name!, resource));
   informer.on('delete', (resource) => changes.emit(resource.metadata.name!, undefined));
   let closed = false;
-  informer.on('error', (error: unknown) => {
-    if (closed) return;
-    log.warn({ err: error }, 'BrowserSession watch failed; restarting in 1 s');
-    setTimeout(() => void (closed ? undefined : informer.start().catch(() => undefined)), 1000).unref();
+  keepInformerRunning(informer, {
+    stopped: () => closed,
+    onFailure: (error, retryInMs) => log.warn({ err: error, retryInMs }, 'BrowserSession watch failed; restarting'),
   });
   const started = informer.start();
   // Awaited by every call; this keeps a failed first list (no CRD, no RBAC) from being an unhandled rejection.

@@ -15,6 +15,7 @@ import { statusOf } from '../k8s/lease-store.js';
 import { AGENT_PORT, BROWSER_ID_LABEL, browserPod, browserPodName, browserSecret, COMPONENT_LABELS, type BrowserPodOptions } from '../k8s/browser-pod.js';
 import { type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
 import { agentControls, fetchHealth, requestAgentShutdown } from './agent-process.js';
+import { keepInformerRunning } from '../k8s/informer-restart.js';
 
 export interface KubernetesRuntimeOptions {
   config: KubeConfig;
@@ -99,10 +100,9 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
   informer.on('update', notify);
   informer.on('delete', (pod) => changes.emit(pod.metadata?.name ?? '', undefined));
   let closed = false;
-  informer.on('error', (error: unknown) => {
-    if (closed) return;
-    log.warn({ err: error }, 'pod watch failed; restarting in 1 s');
-    setTimeout(() => void (closed ? undefined : informer.start().catch(() => undefined)), 1000).unref();
+  keepInformerRunning(informer, {
+    stopped: () => closed,
+    onFailure: (error, retryInMs) => log.warn({ err: error, retryInMs }, 'pod watch failed; restarting'),
   });
   const started = informer.start();
   const launching = new Map<string, Promise<ObservedBrowser>>();
