@@ -18,6 +18,9 @@ import { createLogger } from '../../api/src/logger.js';
 import { OperatorConfigError, parseOperatorConfig, type OperatorConfig } from './config.js';
 import { LeaderElector } from './k8s/leader-election.js';
 import { kubernetesLeaseStore } from './k8s/lease-store.js';
+import type { AppDeps } from '../../api/src/app-deps.js';
+import { poolReconcilerDeps } from './pool-deps.js';
+import { startBrowserPoolReconciler } from './reconcilers/browser-pool.js';
 import { createBrowserSessionReconciler, type BrowserSessionReconciler } from './reconcilers/browser-session.js';
 import { createKubernetesRuntime } from './runtime/kubernetes-runtime.js';
 
@@ -51,6 +54,9 @@ async function main(): Promise<void> {
   kube.loadFromDefault();
 
   const state: OperatorState = { leading: false, standingBy: false, stopping: false };
+  const stopping = new AbortController();
+  // With DATABASE_URL, BrowserPools applied with kubectl are reconciled into pools too.
+  const pools = await poolReconcilerDeps(process.env, kube, config.POD_NAMESPACE, log, stopping.signal);
   const health = await startHealthServer(config, state);
   log.info({ port: (health.address() as AddressInfo).port, namespace: config.POD_NAMESPACE, lease: config.BROWSERPLANE_OPERATOR_LEASE }, 'operator started; campaigning');
 
@@ -78,7 +84,7 @@ async function main(): Promise<void> {
     onStartedLeading(signal) {
       state.leading = true;
       log.info('leading: starting controllers');
-      work = lead(config, kube, log, state, signal).catch((error: unknown) => {
+      work = lead(config, kube, log, state, signal, pools?.deps).catch((error: unknown) => {
         log.error({ err: error }, 'controllers failed');
         failed = true;
         stop.abort();
@@ -99,6 +105,8 @@ async function main(): Promise<void> {
   state.stopping = true;
   if (work) await Promise.race([work, new Promise((resolve) => setTimeout(resolve, DRAIN_TIMEOUT_MS).unref())]);
   await new Promise((resolve) => health.close(resolve));
+  stopping.abort();
+  await pools?.close().catch((error: unknown) => log.warn({ err: error }, 'closing the database failed'));
   if (outcome === 'lost') {
     log.error('leadership lost: exiting so that a fresh process campaigns again');
     exitWhenIdle(1);
@@ -109,7 +117,7 @@ async function main(): Promise<void> {
 }
 
 /** The leader's work: the controllers, until leadership ends. */
-async function lead(config: OperatorConfig, kube: KubeConfig, log: Logger, state: OperatorState, signal: AbortSignal): Promise<void> {
+async function lead(config: OperatorConfig, kube: KubeConfig, log: Logger, state: OperatorState, signal: AbortSignal, poolDeps: AppDeps | undefined): Promise<void> {
   const pod = config.BROWSERPLANE_BROWSER_POD;
   const ignored = (['imagePullSecrets', 'nodeSelector', 'tolerations', 'runtimeClassName'] as const).filter((field) => {
     const value = pod[field];
@@ -135,7 +143,8 @@ async function lead(config: OperatorConfig, kube: KubeConfig, log: Logger, state
   });
   state.reconciler = reconciler;
   try {
-    await reconciler.run(signal);
+    const pools = poolDeps ? startBrowserPoolReconciler({ config: kube, namespace: config.POD_NAMESPACE, deps: poolDeps, signal, workers: config.BROWSERPLANE_OPERATOR_WORKERS }) : undefined;
+    await Promise.all([reconciler.run(signal), pools?.done]);
   } finally {
     state.reconciler = undefined;
     await runtime.close();

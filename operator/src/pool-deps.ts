@@ -1,0 +1,37 @@
+/**
+ * What the GitOps pool reconciler needs to keep pool rows in step with BrowserPools: the
+ * API's own dependencies, composed from the API's configuration (the chart gives both
+ * processes the same database and keys), with the custom-resource runtime, so a browser
+ * a drain or a discard ends goes through its BrowserSession like every other browser.
+ * Without DATABASE_URL the operator runs BrowserSessions only.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { AppDeps } from '../../api/src/app-deps.js';
+import { parseConfig } from '../../api/src/config.js';
+import { createPool } from '../../api/src/db/pool.js';
+import { composeAppDeps } from '../../api/src/service.js';
+import { createCustomResourceRuntime } from './runtime/custom-resource-runtime.js';
+
+export interface PoolReconcilerDeps {
+  deps: AppDeps;
+  close(): Promise<void>;
+}
+
+export async function poolReconcilerDeps(env: NodeJS.ProcessEnv, kube: KubeConfig, namespace: string, log: Logger, shutdown: AbortSignal): Promise<PoolReconcilerDeps | undefined> {
+  if (!env.DATABASE_URL) return undefined;
+  const config = parseConfig(env);
+  const databaseUrl = env.DATABASE_URL;
+  const db = createPool(databaseUrl, config.DATABASE_POOL_MAX);
+  db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));
+  const runtime = createCustomResourceRuntime({ config: kube, namespace, log, launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });
+  const deps = await composeAppDeps(config, { db, databaseUrl, runtime, kubernetes: true, log, shutdown });
+  return {
+    deps,
+    async close() {
+      await runtime.close();
+      await deps.events.close();
+      await db.end();
+    },
+  };
+}
