@@ -88,9 +88,12 @@ describe('the local runtime with a standby agent', () => {
       const record = JSON.parse(await readFile(path.join(stateDir, 'sb-one.json'), 'utf8')) as { agentPid: number; logFile: string };
       expect(record.agentPid).toBe(waiting);
       claimed.push(waiting);
-      const agentLog = await readFile(record.logFile, 'utf8');
+      // The agent answers ready on /health a moment before its log line reaches the file.
+      const agentLog = await until('the claimed agent to log its browser ready', async () => {
+        const text = await readFile(record.logFile, 'utf8');
+        return /"browser_id":"sb-one"[^\n]*"msg":"browser ready"/.test(text) ? text : undefined;
+      });
       expect(agentLog).toContain('standby agent claimed');
-      expect(agentLog).toMatch(/"browser_id":"sb-one"[^\n]*"msg":"browser ready"/);
       // A fresh standby takes its place, and serves the next launch.
       const next = await until('the next standby', waitingNow);
       expect((await runtime.launch(spec('sb-two'), { signal: new AbortController().signal })).phase).toBe('Ready');
