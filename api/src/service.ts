@@ -5,19 +5,14 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Express } from 'express';
 import type { Logger } from 'pino';
-import type { AppDeps } from './app-deps.js';
 import { buildApp } from './app.js';
 import { systemClock } from './clock.js';
+import { composeAppDeps } from './compose.js';
 import type { Config } from './config.js';
 import { EmbeddedPostgres } from './db/embedded-postgres.js';
 import { migrate } from './db/migrate.js';
-import { createPool, type Db } from './db/pool.js';
-import { createSealer, loadEncryptionKey } from './crypto/sealer.js';
-import { createPgEventHub } from './events/hub.js';
+import { createPool } from './db/pool.js';
 import { ADMIN_KEY_FILE, bootstrap } from './modules/orgs/bootstrap.js';
-import { loadProxyUpstreams } from './modules/proxies/upstreams.js';
-import { allProjectResources } from './modules/registry.js';
-import { createFileProfileStore } from './storage/file-profile-store.js';
 import { adoptBrowsersAtStart, attachCdpProxy, IdleReaper } from './modules/browsers/module.js';
 import { poolManager } from './modules/browser-pools/manager.js';
 import { authFlows } from './modules/auth-connections/engine/flows.js';
@@ -129,42 +124,6 @@ export async function startService(config: Config, log: Logger): Promise<Running
  * and a clean stop ends them. Kubernetes: BrowserSession resources the operator turns into
  * pods, in the cluster of the in-cluster service account or KUBECONFIG; a stop ends none.
  */
-/**
- * The dependencies every part of the app takes, from the configuration: shared by the
- * service and by the operator, whose pool reconciler works through the same modules.
- */
-export async function composeAppDeps(
-  config: Config,
-  parts: { db: Db; databaseUrl: string; runtime: BrowserRuntime; kubernetes: boolean; log: Logger; shutdown: AbortSignal },
-): Promise<AppDeps> {
-  const { db, databaseUrl, runtime, log } = parts;
-  return {
-    db,
-    clock: systemClock,
-    log,
-    settings: {
-      maxBodyBytes: config.BROWSERPLANE_MAX_BODY_BYTES,
-      orgMaxConcurrentSessions: config.BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS,
-      publicUrl: config.BROWSERPLANE_PUBLIC_URL,
-      browserLaunchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
-      poolLaunchConcurrency: config.BROWSERPLANE_POOL_LAUNCH_CONCURRENCY,
-      // In Kubernetes mode browsers run in pods, not on this host: its free memory says nothing.
-      poolMinFreeMemoryBytes: parts.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
-      authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
-    },
-    projectResources: allProjectResources(),
-    sealer: createSealer(await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir)),
-    events: createPgEventHub(databaseUrl, db, log),
-    proxy: {
-      upstreams: await loadProxyUpstreams(config.BROWSERPLANE_PROXY_UPSTREAMS, config.BROWSERPLANE_PROXY_UPSTREAMS_FILE),
-      checkUrl: config.BROWSERPLANE_PROXY_CHECK_URL,
-    },
-    profileStore: createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
-    shutdown: parts.shutdown,
-    runtime,
-  };
-}
-
 function browserRuntime(config: Config, log: Logger): { runtime: BrowserRuntime; kubernetes: boolean; stop(): Promise<void> } {
   if (config.BROWSERPLANE_RUNTIME === 'kubernetes') {
     const kubeConfig = new KubeConfig();

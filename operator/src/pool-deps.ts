@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import type { AppDeps } from '../../api/src/app-deps.js';
 import { parseConfig } from '../../api/src/config.js';
 import { createPool } from '../../api/src/db/pool.js';
-import { composeAppDeps } from '../../api/src/service.js';
+import { composeAppDeps } from '../../api/src/compose.js';
 import { createCustomResourceRuntime } from './runtime/custom-resource-runtime.js';
 
 export interface PoolReconcilerDeps {

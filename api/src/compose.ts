@@ -1,0 +1,49 @@
+/**
+ * The dependencies every part of the app takes, composed from the configuration: its own
+ * module so that the operator, whose GitOps reconcilers work through the API's modules,
+ * composes them without loading the HTTP app (express, routes) it never serves.
+ */
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { BrowserRuntime } from '../../operator/src/ports/browser-runtime.js';
+import type { AppDeps } from './app-deps.js';
+import { systemClock } from './clock.js';
+import type { Config } from './config.js';
+import { createSealer, loadEncryptionKey } from './crypto/sealer.js';
+import type { Db } from './db/pool.js';
+import { createPgEventHub } from './events/hub.js';
+import { loadProxyUpstreams } from './modules/proxies/upstreams.js';
+import { allProjectResources } from './modules/registry.js';
+import { createFileProfileStore } from './storage/file-profile-store.js';
+
+export async function composeAppDeps(
+  config: Config,
+  parts: { db: Db; databaseUrl: string; runtime: BrowserRuntime; kubernetes: boolean; log: Logger; shutdown: AbortSignal },
+): Promise<AppDeps> {
+  const { db, databaseUrl, runtime, log } = parts;
+  return {
+    db,
+    clock: systemClock,
+    log,
+    settings: {
+      maxBodyBytes: config.BROWSERPLANE_MAX_BODY_BYTES,
+      orgMaxConcurrentSessions: config.BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS,
+      publicUrl: config.BROWSERPLANE_PUBLIC_URL,
+      browserLaunchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
+      poolLaunchConcurrency: config.BROWSERPLANE_POOL_LAUNCH_CONCURRENCY,
+      // In Kubernetes mode browsers run in pods, not on this host: its free memory says nothing.
+      poolMinFreeMemoryBytes: parts.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
+      authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
+    },
+    projectResources: allProjectResources(),
+    sealer: createSealer(await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir)),
+    events: createPgEventHub(databaseUrl, db, log),
+    proxy: {
+      upstreams: await loadProxyUpstreams(config.BROWSERPLANE_PROXY_UPSTREAMS, config.BROWSERPLANE_PROXY_UPSTREAMS_FILE),
+      checkUrl: config.BROWSERPLANE_PROXY_CHECK_URL,
+    },
+    profileStore: createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
+    shutdown: parts.shutdown,
+    runtime,
+  };
+}
