@@ -101,3 +101,28 @@ describe('reconciliation at start-up', () => {
     expect((await client.delete(`/browsers/${kept.session_id}`)).status).toBe(204);
   }, 60_000);
 });
+
+describe('the reaper’s orphan sweep', () => {
+  it('terminates a browser no live session owns once two sweeps found it, and leaves owned browsers alone', async () => {
+    const { http: client } = await newProject(http);
+    const owned = await createSession(client);
+    // What an end whose terminate failed leaves behind: a browser whose row has ended.
+    const orphanId = `bs_sweep${Date.now()}`;
+    await app.runtime.launch(
+      { browserId: orphanId, orgId: 'o', projectId: 'p', headless: true, stealth: false, kioskMode: false, viewport: { width: 800, height: 600 }, chromePolicy: {}, labels: {} },
+      { signal: AbortSignal.timeout(30_000) },
+    );
+    const reaper = new IdleReaper(app.deps, { orphanSweepMs: 0 });
+
+    await reaper.tick();
+    // One sighting is not enough: a terminate may be under way.
+    expect((await app.runtime.observe(orphanId))?.phase).toBe('Ready');
+    await reaper.tick();
+
+    expect(await app.runtime.observe(orphanId)).toBeUndefined();
+    expect(captured.entries().some((entry) => entry.browserId === orphanId && entry.msg === 'terminated a browser that has no live session')).toBe(true);
+    expect((await app.runtime.observe(owned.session_id))?.phase).toBe('Ready');
+    expect(await deletedReason(owned.session_id)).toBeNull();
+    expect((await client.delete(`/browsers/${owned.session_id}`)).status).toBe(204);
+  }, 60_000);
+});

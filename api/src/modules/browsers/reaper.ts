@@ -1,12 +1,14 @@
 import type { AppDeps } from '../../app-deps.js';
 import type { CdpConnections } from './cdp-proxy.js';
-import { DELETE_REASONS, endSession } from './service.js';
+import { DELETE_REASONS, endSession, TERMINATE_GRACE_MS } from './service.js';
 import { listLiveSessions, listSessionsOfFinishedInvocations, type SessionRow } from './store.js';
 
 export const REAP_INTERVAL_MS = 5_000;
 const HEALTH_TIMEOUT_MS = 2_000;
 /** Beyond the launch timeout, how long a 'starting' row waits before it counts as abandoned. */
 export const ABANDONED_LAUNCH_GRACE_MS = 10_000;
+/** How often the runtime's browsers are compared with the live sessions (see sweepOrphans). */
+export const ORPHAN_SWEEP_INTERVAL_MS = 60_000;
 
 /** What the agent's GET /health reports about CDP clients. */
 export interface AgentActivity {
@@ -40,7 +42,9 @@ export const fetchAgentHealth: AgentHealth = async (agentUrl) => {
  * - owned by an invocation that finished (the safety net behind the PATCH hook);
  * - the browser is gone (the runtime no longer has it: browser_gone) or crashed (the
  *   runtime reports it Failed, with the reason in the log: browser_crashed);
- * - still 'starting' long after any launch could have ended (launch_interrupted).
+ * - still 'starting' long after any launch could have ended (launch_interrupted);
+ * and, about once a minute, terminates browsers that no live session owns (an end whose
+ * terminate failed leaves one behind: see sweepOrphans).
  * Level-triggered: each tick reads every live session afresh, so a restart loses nothing
  * but the in-memory "last seen busy" times (sessions then count as idle from the restart).
  */
@@ -50,13 +54,18 @@ export class IdleReaper {
   private readonly lastBusy = new Map<string, Date>();
   private readonly intervalMs: number;
   private readonly health: AgentHealth;
+  private readonly orphanSweepMs: number;
+  private lastSweepAt = Number.NEGATIVE_INFINITY;
+  /** Browsers the last sweep found without a live session: ended at the next one if still so. */
+  private suspects = new Set<string>();
 
   constructor(
     private readonly deps: AppDeps,
-    private readonly options: { connections?: CdpConnections; intervalMs?: number; health?: AgentHealth } = {},
+    private readonly options: { connections?: CdpConnections; intervalMs?: number; health?: AgentHealth; orphanSweepMs?: number } = {},
   ) {
     this.intervalMs = options.intervalMs ?? REAP_INTERVAL_MS;
     this.health = options.health ?? fetchAgentHealth;
+    this.orphanSweepMs = options.orphanSweepMs ?? ORPHAN_SWEEP_INTERVAL_MS;
   }
 
   start(): void {
@@ -77,6 +86,9 @@ export class IdleReaper {
   /** One pass; tests call it directly with an injected clock. Errors are logged per session. */
   async tick(): Promise<void> {
     try {
+      // Listed before the rows are read: a session's row is written before its launch, so
+      // every browser listed here has a row in the read below unless that row has ended.
+      const browsers = await this.browsersToSweep();
       for (const row of await listSessionsOfFinishedInvocations(this.deps.db)) await this.end(row, DELETE_REASONS.invocation);
       const live = await listLiveSessions(this.deps.db);
       for (const row of live) {
@@ -87,6 +99,7 @@ export class IdleReaper {
       const ids = new Set(live.map((r) => r.id));
       for (const id of this.lastBusy.keys()) if (!ids.has(id)) this.lastBusy.delete(id);
       this.options.connections?.retainOnly(ids);
+      if (browsers) await this.sweepOrphans(browsers, ids);
     } catch (error) {
       this.deps.log.error({ err: error }, 'the browser reaper failed');
     }
@@ -131,6 +144,46 @@ export class IdleReaper {
     if (now.getTime() - row.created_at.getTime() < this.deps.settings.browserLaunchTimeoutMs + ABANDONED_LAUNCH_GRACE_MS) return;
     this.deps.log.warn({ sessionId: row.id, createdAt: row.created_at }, 'ending a browser session whose launch was never recorded');
     await this.end(row, DELETE_REASONS.interrupted);
+  }
+
+  private async browsersToSweep(): Promise<string[] | undefined> {
+    const now = this.deps.clock.now().getTime();
+    if (now - this.lastSweepAt < this.orphanSweepMs) return undefined;
+    this.lastSweepAt = now;
+    try {
+      return (await this.deps.runtime.list()).filter((browser) => browser.phase !== 'Gone').map((browser) => browser.browserId);
+    } catch (error) {
+      // The rest of the pass does not depend on the listing: it goes on without a sweep.
+      this.deps.log.warn({ err: error }, 'listing the runtime’s browsers failed; no orphan sweep this pass');
+      return undefined;
+    }
+  }
+
+  /**
+   * Ends browsers that no live session owns. Ending a session marks its row first and
+   * terminates its browser after; a terminate that fails (the agent or the API server
+   * unreachable at that moment) leaves a browser running for nobody. In embedded mode the
+   * next start's adoption would catch it, but in Kubernetes mode no replica adopts, so the
+   * reaper does it. A browser is ended only when two sweeps a minute apart both found it
+   * without a session: a terminate already under way gets that long to finish on its own.
+   */
+  private async sweepOrphans(browsers: string[], live: Set<string>): Promise<void> {
+    const orphans = browsers.filter((id) => !live.has(id));
+    const next = new Set<string>();
+    for (const id of orphans) {
+      if (!this.suspects.has(id)) {
+        next.add(id);
+        continue;
+      }
+      try {
+        await this.deps.runtime.terminate(id, { graceMs: TERMINATE_GRACE_MS });
+        this.deps.log.warn({ browserId: id }, 'terminated a browser that has no live session');
+      } catch (error) {
+        next.add(id);
+        this.deps.log.error({ err: error, browserId: id }, 'terminating a browser without a session failed; the next sweep retries');
+      }
+    }
+    this.suspects = next;
   }
 
   private async end(row: SessionRow, reason: string): Promise<void> {
