@@ -132,6 +132,48 @@ describe('LeaderElector', () => {
     await b.done;
   });
 
+  it('on a clean stop the Lease is released only after the leader’s work has drained', async () => {
+    const store = new MemoryLeaseStore();
+    const events: string[] = [];
+    const stop = new AbortController();
+    const a = new LeaderElector({
+      identity: 'a',
+      store: store.forCandidate(),
+      // Work that takes 3 s to drain after its signal aborts, as reconciles in flight do.
+      onStartedLeading: (signal) =>
+        new Promise<void>((resolve) =>
+          signal.addEventListener('abort', () => setTimeout(() => (events.push(`a drained @${Date.now() - T0}`), resolve()), 3_000)),
+        ),
+    });
+    const done = a.run(stop.signal);
+    await vi.advanceTimersByTimeAsync(100);
+    const b = candidate('b', store.forCandidate(), events);
+    await vi.advanceTimersByTimeAsync(5_000);
+    stop.abort();
+    await vi.advanceTimersByTimeAsync(10_000);
+    await expect(done).resolves.toBe('stopped');
+    const drainedAt = Number(/a drained @(\d+)/.exec(events.join('\n'))![1]);
+    const successorAt = Number(/b leads @(\d+)/.exec(events.join('\n'))![1]);
+    expect(drainedAt).toBe(5_100 + 3_000);
+    expect(successorAt).toBeGreaterThanOrEqual(drainedAt);
+    // Released, not expired: b leads within a retry period of the drain, not 15 s later.
+    expect(successorAt).toBeLessThanOrEqual(drainedAt + 2_500);
+    b.stop.abort();
+    await b.done;
+  });
+
+  it('a drain that outlasts the renew deadline does not hold the Lease longer', async () => {
+    const store = new MemoryLeaseStore();
+    const stop = new AbortController();
+    const a = new LeaderElector({ identity: 'a', store: store.forCandidate(), onStartedLeading: () => new Promise<void>(() => {}) });
+    const done = a.run(stop.signal);
+    await vi.advanceTimersByTimeAsync(1_000);
+    stop.abort();
+    await vi.advanceTimersByTimeAsync(10_000);
+    await expect(done).resolves.toBe('stopped');
+    expect(store.lease?.record.holderIdentity).toBe('');
+  });
+
   it('a leader cut off from the API server stops its work before a successor takes over', async () => {
     const store = new MemoryLeaseStore();
     const events: string[] = [];

@@ -91,8 +91,13 @@ export interface LeaderElectorOptions {
   leaseDurationMs?: number;
   renewDeadlineMs?: number;
   retryPeriodMs?: number;
-  /** Starts the leader's work; `signal` aborts when leadership is lost or the elector stops. */
-  onStartedLeading(signal: AbortSignal): void;
+  /**
+   * Starts the leader's work; `signal` aborts when leadership is lost or the elector stops.
+   * The promise it may return settles when that work has stopped: on a clean stop the Lease
+   * is released only then (bounded by the renew deadline), so a successor never acts
+   * beside reconciles still draining here.
+   */
+  onStartedLeading(signal: AbortSignal): void | Promise<void>;
   onStoppedLeading?(): void;
   /** Another (or this) identity was seen holding the Lease. */
   onNewLeader?(identity: string): void;
@@ -135,7 +140,7 @@ export class LeaderElector {
 
     const leadership = new AbortController();
     this.leading = true;
-    this.options.onStartedLeading(leadership.signal);
+    const work = this.options.onStartedLeading(leadership.signal);
     let lastRenewal = Date.now();
     let outcome: 'lost' | 'stopped' = 'stopped';
     while (!signal.aborted) {
@@ -150,8 +155,15 @@ export class LeaderElector {
     }
     this.leading = false;
     leadership.abort();
-    this.options.onStoppedLeading?.();
-    if (outcome === 'stopped') await this.release();
+    if (outcome === 'stopped') {
+      // Still the holder until released, and not renewing: the wait stays within the
+      // renew deadline, so the Lease is handed back well before it would expire anyway.
+      await settledWithin(work, this.renewDeadlineMs);
+      this.options.onStoppedLeading?.();
+      await this.release();
+    } else {
+      this.options.onStoppedLeading?.();
+    }
     return outcome;
   }
 
@@ -210,6 +222,14 @@ export class LeaderElector {
       this.options.onNewLeader?.(identity);
     }
   }
+}
+
+async function settledWithin(work: void | Promise<void>, ms: number): Promise<void> {
+  if (!work) return;
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  await Promise.race([work.catch(() => undefined), deadline]);
+  clearTimeout(timer);
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
