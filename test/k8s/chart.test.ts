@@ -3,7 +3,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { AGENT_PORT, browserPod } from '../../operator/src/k8s/browser-pod.js';
 import { installCrds } from './support/kube.js';
+import { egressAdmits, peersMatching, selects, type NetworkPolicySpec } from './support/network-policy.js';
 import {
   CHART,
   KUBE_VERSION,
@@ -69,6 +71,16 @@ interface PodSpec {
 }
 const podSpecOf = (workload: KubeObject) => (workload.spec as { template: { spec: PodSpec } }).template.spec;
 const envOf = (container: Container, name: string) => container.env?.find((variable) => variable.name === name);
+
+/** The labels of a pod the operator creates (not rendered by the chart: made by browser-pod.ts). */
+const browserPodLabels = () =>
+  browserPod(
+    { browserId: 'bs_labels', orgId: 'org', projectId: 'proj', headless: true, stealth: false, kioskMode: false, viewport: { width: 800, height: 600 }, chromePolicy: {}, labels: { 'browserplane.dev/pool': 'pool_x' } },
+    { namespace: 'any', image: 'browserplane/browser:test' },
+  ).metadata!.labels!;
+const templateLabels = (workload: KubeObject) => (workload.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
+const containerPort = (workload: KubeObject, name: string) =>
+  (podSpecOf(workload).containers[0] as Container & { ports: { name: string; containerPort: number }[] }).ports.find((port) => port.name === name)!.containerPort;
 
 interface PolicyRule {
   apiGroups?: string[];
@@ -152,6 +164,16 @@ describe('values.schema.json and the templates refuse bad values', () => {
     ['a DATABASE_URL of another scheme', 'postgresql:\n  enabled: false\ndatabase:\n  url: mysql://db/x\n', schemaError("- at '/database/url': 'mysql://db/x' does not match pattern")],
     ['an external database and the bundled one', 'database:\n  url: postgres://db/x\n', schemaError("- at '/database/url': value must be ''")],
     ['no database source', 'postgresql:\n  enabled: false\n', /set exactly one of database\.url, database\.existingSecret or postgresql\.enabled=true/],
+    [
+      'a toleration operator Kubernetes does not know',
+      'browsers:\n  tolerations: [{key: gpu, operator: Matches}]\n',
+      schemaError("- at '/browsers/tolerations/0/operator': value must be one of"),
+    ],
+    [
+      'an address where a range is excepted from browser egress',
+      'networkPolicy:\n  browserEgress:\n    exceptCidrs: [169.254.169.254]\n',
+      schemaError("- at '/networkPolicy/browserEgress/exceptCidrs/0': '169.254.169.254' does not match pattern"),
+    ],
   ])('%s', async (_, content, message) => {
     const result = await helm(['template', 'browserplane', CHART, '--kube-version', KUBE_VERSION, '--values', valuesFile('bad.yaml', content)]);
     expect(result.code, result.stdout).not.toBe(0);
@@ -257,6 +279,65 @@ describe.each(Object.keys(VALUES_SETS) as ValuesSet[])('rendered with %s values'
     expect([...existing].filter((name) => rendered.has(name))).toEqual([]);
   });
 
+  // The CNI that would enforce these cannot run here (no kubelet networking): the policies
+  // are judged against the labels and ports of the pods they are about, so a renamed label
+  // or a moved port fails here instead of silently cutting browsers off in a cluster.
+  it('lets only the API and operator pods into browser pods, on the agent port, and browsers out to DNS, the API and the public internet', () => {
+    const api = named(objects, 'Deployment', 'browserplane-api');
+    const operator = named(objects, 'Deployment', 'browserplane-operator');
+    const postgres = ofKind(objects, 'StatefulSet')[0];
+    const pods: Record<string, Record<string, string>> = {
+      api: templateLabels(api),
+      operator: templateLabels(operator),
+      browser: browserPodLabels(),
+      ...(postgres ? { postgresql: templateLabels(postgres) } : {}),
+    };
+    expect(ofKind(objects, 'NetworkPolicy').map((policy) => policy.metadata.name).sort()).toEqual(
+      ['browserplane-api', 'browserplane-browsers', ...(postgres ? ['browserplane-postgresql'] : [])].sort(),
+    );
+    const browsers = named(objects, 'NetworkPolicy', 'browserplane-browsers').spec as NetworkPolicySpec;
+    expect(Object.keys(pods).filter((pod) => selects(browsers.podSelector, pods[pod]!))).toEqual(['browser']);
+    expect(browsers.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(browsers.ingress).toHaveLength(1);
+    expect(peersMatching(browsers.ingress![0]!.from!, pods)).toEqual(['api', 'operator']);
+    expect(browsers.ingress![0]!.ports).toEqual([{ port: AGENT_PORT, protocol: 'TCP' }]);
+
+    const egress = browsers.egress!;
+    const toApi = egress.filter((rule) => rule.to?.some((peer) => peer.podSelector));
+    expect(toApi).toHaveLength(1);
+    expect(peersMatching(toApi[0]!.to!, pods)).toEqual(['api']);
+    expect(toApi[0]!.ports).toEqual([{ port: containerPort(api, 'http'), protocol: 'TCP' }]);
+    expect(egress.filter((rule) => !rule.to)).toEqual([{ ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] }]);
+    // Public addresses yes; the metadata service, the test cluster's service range and the
+    // other private ranges no, except what a values file opened on purpose.
+    for (const port of [80, 443]) expect(egressAdmits(egress, '93.184.216.34', port)).toBe(true);
+    for (const address of ['169.254.169.254', '10.0.0.1', '172.16.0.10', '192.168.1.1', '100.64.0.1']) expect(egressAdmits(egress, address, 443), address).toBe(false);
+    const proxyOpened = set === 'ci/existing-secrets-values.yaml';
+    expect(egressAdmits(egress, '10.20.3.4', 3128)).toBe(proxyOpened);
+    expect(egressAdmits(egress, '10.20.3.4', 443)).toBe(false);
+  });
+
+  it('lets only the API and operator pods reach the bundled Postgres, and anyone the API on its HTTP port', () => {
+    const api = named(objects, 'Deployment', 'browserplane-api');
+    const postgres = ofKind(objects, 'StatefulSet')[0];
+    const pods: Record<string, Record<string, string>> = {
+      api: templateLabels(api),
+      operator: templateLabels(named(objects, 'Deployment', 'browserplane-operator')),
+      browser: browserPodLabels(),
+      ...(postgres ? { postgresql: templateLabels(postgres) } : {}),
+    };
+    const apiPolicy = named(objects, 'NetworkPolicy', 'browserplane-api').spec as NetworkPolicySpec;
+    expect(Object.keys(pods).filter((pod) => selects(apiPolicy.podSelector, pods[pod]!))).toEqual(['api']);
+    expect(apiPolicy.ingress).toEqual([{ ports: [{ port: containerPort(api, 'http'), protocol: 'TCP' }] }]);
+    if (!postgres) return;
+    const database = named(objects, 'NetworkPolicy', 'browserplane-postgresql').spec as NetworkPolicySpec;
+    expect(Object.keys(pods).filter((pod) => selects(database.podSelector, pods[pod]!))).toEqual(['postgresql']);
+    expect(database.policyTypes).toEqual(['Ingress']);
+    expect(database.ingress).toHaveLength(1);
+    expect(peersMatching(database.ingress![0]!.from!, pods)).toEqual(['api', 'operator']);
+    expect(database.ingress![0]!.ports).toEqual([{ port: containerPort(postgres, 'postgresql'), protocol: 'TCP' }]);
+  });
+
   it('renders PodDisruptionBudgets exactly for the components with more than one replica', () => {
     const replicasOf = (name: string) => (named(objects, 'Deployment', name).spec as { replicas: number }).replicas;
     const expected = ['browserplane-api', 'browserplane-operator'].filter((name) => replicasOf(name) > 1);
@@ -273,6 +354,10 @@ describe('rendering choices', () => {
     expect(ofKind(withCrd, 'ServiceMonitor')).toHaveLength(1);
     expect(ofKind(withoutCrd, 'ServiceMonitor')).toEqual([]);
     expect(ofKind(notAsked, 'ServiceMonitor')).toEqual([]);
+  });
+
+  it('renders no NetworkPolicy when networkPolicy.enabled is false', async () => {
+    expect(ofKind(await renderChart({ namespace: 'render-only', set: ['networkPolicy.enabled=false'] }), 'NetworkPolicy')).toEqual([]);
   });
 
   it('generates a 32-byte encryption key and a long API key, or uses the ones given', async () => {

@@ -40,6 +40,21 @@ app.kubernetes.io/part-of: browserplane
 {{- end }}
 {{- end -}}
 
+{{/*
+The labels the operator puts on every browser pod: COMPONENT_LABELS in
+operator/src/k8s/browser-pod.ts (test/k8s/chart.test.ts holds the two together). Not the
+release's labels: the operator, not Helm, creates these pods.
+*/}}
+{{- define "browserplane.browserPodSelectorLabels" -}}
+app.kubernetes.io/name: browserplane-browser
+app.kubernetes.io/component: browser
+{{- end -}}
+
+{{/* The agent's port in a browser pod (AGENT_PORT in operator/src/k8s/browser-pod.ts): CDP, controls, /health. */}}
+{{- define "browserplane.browserAgentPort" -}}
+9222
+{{- end -}}
+
 {{- define "browserplane.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}

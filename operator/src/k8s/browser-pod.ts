@@ -4,7 +4,7 @@
  * travels in a Secret, not in the pod: it can hold decrypted proxy credentials, and pod
  * specs are readable by far more people than secrets.
  */
-import type { V1Pod, V1Secret } from '@kubernetes/client-node';
+import type { V1Pod, V1PodSpec, V1Secret, V1Toleration } from '@kubernetes/client-node';
 import type { BrowserLaunchSpec } from '../ports/browser-runtime.js';
 
 export const AGENT_PORT = 9222;
@@ -36,6 +36,26 @@ export interface BrowserPodOptions {
   serviceAccountName?: string;
   /** Extra pod labels, e.g. the pool's. */
   labels?: Record<string, string>;
+  /** Where the pod may run and with what; empty values (the chart's defaults) leave the field out. */
+  imagePullSecrets?: readonly { name: string }[] | null;
+  nodeSelector?: Record<string, string> | null;
+  tolerations?: readonly V1Toleration[] | null;
+  runtimeClassName?: string | null;
+}
+
+/**
+ * The placement fields of the pod spec, only those set: the chart passes its defaults
+ * ("" and empty lists and maps), and the API server refuses a pod with runtimeClassName ""
+ * (its RuntimeClass admission looks the empty name up: "resource name may not be empty").
+ */
+function placement(options: BrowserPodOptions): Partial<V1PodSpec> {
+  const { imagePullSecrets, nodeSelector, tolerations, runtimeClassName } = options;
+  return {
+    ...(imagePullSecrets?.length ? { imagePullSecrets: imagePullSecrets.map(({ name }) => ({ name })) } : {}),
+    ...(nodeSelector && Object.keys(nodeSelector).length > 0 ? { nodeSelector: { ...nodeSelector } } : {}),
+    ...(tolerations?.length ? { tolerations: tolerations.map((toleration) => ({ ...toleration })) } : {}),
+    ...(runtimeClassName ? { runtimeClassName } : {}),
+  };
 }
 
 export function browserSecret(spec: BrowserLaunchSpec, options: BrowserPodOptions): V1Secret {
@@ -71,6 +91,7 @@ export function browserPod(spec: BrowserLaunchSpec, options: BrowserPodOptions):
       ...(options.serviceAccountName ? { serviceAccountName: options.serviceAccountName } : {}),
       enableServiceLinks: false,
       terminationGracePeriodSeconds: 15,
+      ...placement(options),
       securityContext: {
         runAsNonRoot: true,
         runAsUser: BROWSER_UID,

@@ -8,8 +8,10 @@
  *   node lifecycle controller runs here to read either; the lease is there so a test or a
  *   future controller-manager sees the node alive the way it would in a cluster.
  * - Scheduler: binds unbound pods (schedulerName default-scheduler) in the watched
- *   namespaces to the node through pods/binding. nodeSelector is honoured; resources,
- *   taints and affinity are not (one node, no competition).
+ *   namespaces to the node through pods/binding, when the pod's nodeSelector matches the
+ *   node's labels and its tolerations tolerate the node's NoSchedule/NoExecute taints
+ *   (support/scheduling.ts); a pod that does not fit stays Pending for another node.
+ *   Resources and affinity terms are not judged (the test nodes never compete).
  * - Kubelet: for each pod bound to the node, a "sandbox": its own loopback address
  *   127.0.0.N (N from a pool, never 1) as podIP and a directory for its emptyDir volumes
  *   and log. Each container's process comes from the image map (image repository →
@@ -48,11 +50,13 @@ import {
   type V1Container,
   type V1Pod,
   type V1Probe,
+  type V1Taint,
 } from '@kubernetes/client-node';
 import { isProcessAlive, processGroupMembers, signalProcessGroup, waitForProcessGroupExit } from '../../../agent/src/process-group.js';
 import { packageRoot } from '../../../api/src/paths.js';
 import { Controller, objectKey, splitKey, type ControllerLog } from '../../../operator/src/k8s/controller.js';
 import { AGENT_NODE_FLAGS, processGroupsMentioning } from '../../../operator/src/runtime/agent-process.js';
+import { misfit, type NodePlacement } from './scheduling.js';
 
 /** What runs for an image: the process (its entrypoint) and variables forced over the pod's. */
 export interface ImageEntry {
@@ -85,6 +89,10 @@ export interface NodeAgentOptions {
   log?: ControllerLog;
   /** How often the node Lease is renewed. Default 10 s, the kubelet's. */
   leaseRenewMs?: number;
+  /** Node labels on top of the standard ones (kubernetes.io/hostname, os, arch). */
+  labels?: Record<string, string>;
+  /** Node taints; pods without a matching toleration are left for other nodes. Default none. */
+  taints?: V1Taint[];
 }
 
 export interface RunningContainer {
@@ -186,7 +194,8 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
   const watched = new Set(options.namespaces);
   const stopping = new AbortController();
 
-  await registerNode(core, nodeName);
+  const placement: NodePlacement = { labels: { ...nodeLabels(nodeName), ...options.labels }, taints: options.taints ?? [] };
+  await registerNode(core, nodeName, placement);
   const stopLease = await keepNodeLease(config, nodeName, options.leaseRenewMs ?? 10_000, log);
 
   const listWatch = (fieldSelector: string) =>
@@ -217,10 +226,9 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
     const pod = unbound.get(name, namespace);
     if (!pod || pod.spec?.nodeName || pod.metadata?.deletionTimestamp) return;
     if ((pod.spec?.schedulerName ?? 'default-scheduler') !== 'default-scheduler') return;
-    const labels = nodeLabels(nodeName);
-    const misfit = Object.entries(pod.spec?.nodeSelector ?? {}).find(([label, value]) => labels[label] !== value);
-    if (misfit) {
-      log.warn({ pod: key, nodeSelector: pod.spec?.nodeSelector }, 'pod does not fit the node; left pending');
+    const why = misfit(pod, placement);
+    if (why) {
+      log.warn({ pod: key, node: nodeName, reason: why }, 'pod does not fit the node; left pending');
       return;
     }
     try {
@@ -567,11 +575,13 @@ function nodeLabels(nodeName: string): Record<string, string> {
 }
 
 /** Creates (or takes over) the Node and reports it Ready with the machine's capacity. */
-async function registerNode(core: CoreV1Api, nodeName: string): Promise<void> {
+async function registerNode(core: CoreV1Api, nodeName: string, placement: NodePlacement): Promise<void> {
   try {
-    await core.createNode({ body: { metadata: { name: nodeName, labels: nodeLabels(nodeName) } } });
+    await core.createNode({ body: { metadata: { name: nodeName, labels: placement.labels }, spec: { taints: placement.taints } } });
   } catch (error) {
     if (statusOf(error) !== 409) throw error;
+    // Taken over from an earlier agent of the same name: the node this test asked for.
+    await core.patchNode({ name: nodeName, body: { metadata: { labels: placement.labels }, spec: { taints: placement.taints } } }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
   }
   const capacity = { cpu: String(os.cpus().length), memory: `${Math.floor(os.totalmem() / 1024)}Ki`, pods: '110' };
   const at = now();
