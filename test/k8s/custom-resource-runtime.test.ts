@@ -4,6 +4,7 @@ import { ANNOTATIONS, API_VERSION, FIELD_MANAGERS, LABELS, PLURALS, resourceName
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import { createCustomResourceRuntime, type CustomResourceRuntime } from '../../operator/src/runtime/custom-resource-runtime.js';
 import { LAUNCH_SPEC_KEY, launchSecretNameOf, SESSION_PHASES, SESSION_REASONS as READY_REASONS } from '../../operator/src/k8s/resources.js';
+import { launchSpec } from './support/browser-sessions.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 
 // The API's BrowserRuntime in Kubernetes mode against the real API server. No operator
@@ -26,20 +27,7 @@ afterAll(async () => {
 });
 
 let counter = 0;
-function spec(overrides: Partial<BrowserLaunchSpec> = {}): BrowserLaunchSpec {
-  return {
-    browserId: `bs_cr${++counter}${Date.now().toString(36)}`,
-    orgId: 'org_a',
-    projectId: 'proj_a',
-    headless: true,
-    stealth: false,
-    kioskMode: false,
-    viewport: { width: 1024, height: 768 },
-    chromePolicy: {},
-    labels: {},
-    ...overrides,
-  };
-}
+const spec = (overrides: Partial<BrowserLaunchSpec> = {}): BrowserLaunchSpec => launchSpec(`bs_cr${++counter}${Date.now().toString(36)}`, overrides);
 
 async function waitForResource(name: string): Promise<Record<string, any>> {
   const deadline = Date.now() + 20_000;
@@ -95,8 +83,8 @@ describe('the custom resource runtime (the API in Kubernetes mode)', () => {
 
     expect(resource.metadata.labels).toEqual({
       [LABELS.sessionId]: wanted.browserId,
-      [LABELS.orgId]: 'org_a',
-      [LABELS.projectId]: 'proj_a',
+      [LABELS.orgId]: wanted.orgId,
+      [LABELS.projectId]: wanted.projectId,
       [LABELS.poolId]: 'pool_abc',
     });
     expect(resource.metadata.annotations).toEqual({ [ANNOTATIONS.createdBy]: 'api' });
@@ -109,7 +97,7 @@ describe('the custom resource runtime (the API in Kubernetes mode)', () => {
       profile: { id: 'prof_1', saveChanges: true },
       chromePolicy: { BookmarkBarEnabled: false },
       tags: { team: 'qa' },
-      project: 'proj_a',
+      project: wanted.projectId,
     });
     expect((resource.metadata.managedFields as { manager: string }[]).map((f) => f.manager)).toEqual([FIELD_MANAGERS.api]);
     // Secrets stay out of the resource: anyone who may read BrowserSessions would read them.

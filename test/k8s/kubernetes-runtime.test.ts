@@ -7,6 +7,7 @@ import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime
 import { BrowserResetError, BrowserSettingsError } from '../../operator/src/ports/browser-runtime.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
+import { launchSpec } from './support/browser-sessions.js';
 import { freshNamespace, kubeConfig } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
 
@@ -38,20 +39,8 @@ afterAll(async () => {
 });
 
 let counter = 0;
-function spec(overrides: Partial<BrowserLaunchSpec> = {}): BrowserLaunchSpec {
-  return {
-    browserId: `bs_rt${++counter}${Date.now().toString(36)}`,
-    orgId: 'org_a',
-    projectId: 'proj_a',
-    headless: true,
-    stealth: false,
-    kioskMode: false,
-    viewport: { width: 1024, height: 768 },
-    chromePolicy: {},
-    labels: { 'browserplane.dev/pool': 'pool_x' },
-    ...overrides,
-  };
-}
+const spec = (overrides: Partial<BrowserLaunchSpec> = {}): BrowserLaunchSpec =>
+  launchSpec(`bs_rt${++counter}${Date.now().toString(36)}`, { labels: { 'browserplane.dev/pool': 'pool_x' }, ...overrides });
 
 const signal = () => AbortSignal.timeout(90_000);
 

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { ANNOTATIONS, API_VERSION, LABELS, LAUNCH_SECRET_SUFFIX, LAUNCH_SPEC_KEY, ownerLabels, PLURALS, resourceNameOf } from '../../../operator/src/k8s/resources.js';
 import type { BrowserLaunchSpec } from '../../../operator/src/ports/browser-runtime.js';
+import type { BrowserSessionStatus } from '../../../operator/src/runtime/custom-resource-status.js';
 import { kubeConfig, rawRequest } from './kube.js';
 
 /**
@@ -9,24 +10,15 @@ import { kubeConfig, rawRequest } from './kube.js';
  * mode (the contract in the K1/K2 briefs), for the operator's tests.
  */
 
-export interface SessionStatus {
-  phase?: string;
-  sessionId?: string;
-  podName?: string;
-  agentUrl?: string;
-  message?: string;
-  observedGeneration?: number;
-  conditions?: { type: string; status: string; reason: string; message: string; observedGeneration?: number; lastTransitionTime: string }[];
-}
-
 export interface SessionObject {
   metadata: { name: string; uid: string; generation: number; resourceVersion: string; finalizers?: string[]; managedFields?: { manager: string; subresource?: string }[] };
-  status?: SessionStatus;
+  status?: BrowserSessionStatus;
 }
 
 export const newSessionId = (): string => `bs_${randomBytes(8).toString('hex').replace(/[^a-z2-7]/g, 'a').slice(0, 12)}`;
 
-export function launchSpec(sessionId: string): BrowserLaunchSpec {
+/** A headless launch spec for `sessionId`; `overrides` replace whole fields. */
+export function launchSpec(sessionId: string, overrides: Partial<BrowserLaunchSpec> = {}): BrowserLaunchSpec {
   return {
     browserId: sessionId,
     orgId: 'org_k1',
@@ -37,6 +29,7 @@ export function launchSpec(sessionId: string): BrowserLaunchSpec {
     viewport: { width: 1024, height: 768 },
     chromePolicy: {},
     labels: {},
+    ...overrides,
   };
 }
 
@@ -100,4 +93,4 @@ export async function waitUntil<T>(read: () => Promise<T>, done: (value: T) => b
   return last;
 }
 
-export const readyCondition = (status: SessionStatus | undefined) => status?.conditions?.find((c) => c.type === 'Ready');
+export const readyCondition = (status: BrowserSessionStatus | undefined) => status?.conditions?.find((c) => c.type === 'Ready');
