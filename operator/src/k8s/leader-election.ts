@@ -225,10 +225,10 @@ export class LeaderElector {
 }
 
 async function settledWithin(work: void | Promise<void>, ms: number): Promise<void> {
-  if (!work) return;
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
-  await Promise.race([work.catch(() => undefined), deadline]);
+  // Whatever a caller's callback returned (plain JavaScript callers return anything).
+  await Promise.race([Promise.resolve(work).catch(() => undefined), deadline]);
   clearTimeout(timer);
 }
 
