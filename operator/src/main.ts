@@ -21,8 +21,12 @@ import { kubernetesLeaseStore } from './k8s/lease-store.js';
 import type { AppDeps } from '../../api/src/app-deps.js';
 import { poolReconcilerDeps } from './pool-deps.js';
 import { startBrowserPoolReconciler } from './reconcilers/browser-pool.js';
+import { startAuthConnectionReconciler } from './reconcilers/auth-connection.js';
 import { createBrowserSessionReconciler, type BrowserSessionReconciler } from './reconcilers/browser-session.js';
 import { createKubernetesRuntime } from './runtime/kubernetes-runtime.js';
+import { createEventRecorder } from './k8s/event-recorder.js';
+import { createOperatorMetrics, type OperatorMetrics } from './metrics.js';
+import { REPORTING_CONTROLLER } from './reconcilers/transition-events.js';
 
 interface OperatorState {
   leading: boolean;
@@ -30,6 +34,8 @@ interface OperatorState {
   standingBy: boolean;
   reconciler?: BrowserSessionReconciler;
   stopping: boolean;
+  /** Served at /metrics on the health port. */
+  metrics: OperatorMetrics;
 }
 
 /** How long a stop waits for reconciles in flight before the process exits anyway. */
@@ -53,7 +59,8 @@ async function main(): Promise<void> {
   const kube = new KubeConfig();
   kube.loadFromDefault();
 
-  const state: OperatorState = { leading: false, standingBy: false, stopping: false };
+  const state: OperatorState = { leading: false, standingBy: false, stopping: false, metrics: createOperatorMetrics() };
+  state.metrics.leading(config.BROWSERPLANE_OPERATOR_LEASE, false);
   const stopping = new AbortController();
   // With DATABASE_URL, BrowserPools applied with kubectl are reconciled into pools too.
   const pools = await poolReconcilerDeps(process.env, kube, config.POD_NAMESPACE, log, stopping.signal);
@@ -83,15 +90,19 @@ async function main(): Promise<void> {
     retryPeriodMs: config.BROWSERPLANE_LEASE_RETRY_PERIOD_SECONDS * 1000,
     onStartedLeading(signal) {
       state.leading = true;
+      state.metrics.leading(config.BROWSERPLANE_OPERATOR_LEASE, true);
       log.info('leading: starting controllers');
       work = lead(config, kube, log, state, signal, pools?.deps).catch((error: unknown) => {
         log.error({ err: error }, 'controllers failed');
         failed = true;
         stop.abort();
       });
+      // The elector releases the Lease on SIGTERM only once this has drained.
+      return work;
     },
     onStoppedLeading() {
       state.leading = false;
+      state.metrics.leading(config.BROWSERPLANE_OPERATOR_LEASE, false);
     },
     onNewLeader(leader) {
       state.standingBy = leader !== config.POD_NAME;
@@ -119,15 +130,15 @@ async function main(): Promise<void> {
 /** The leader's work: the controllers, until leadership ends. */
 async function lead(config: OperatorConfig, kube: KubeConfig, log: Logger, state: OperatorState, signal: AbortSignal, poolDeps: AppDeps | undefined): Promise<void> {
   const pod = config.BROWSERPLANE_BROWSER_POD;
-  const ignored = (['imagePullSecrets', 'nodeSelector', 'tolerations', 'runtimeClassName'] as const).filter((field) => {
-    const value = pod[field];
-    return value !== undefined && value !== null && value !== '' && (typeof value !== 'object' || Object.keys(value).length > 0);
-  });
-  if (ignored.length > 0) log.warn({ fields: ignored }, 'browser pod settings not applied yet: browser-pod.ts does not place them');
+  // Best effort: an Event that cannot be written is logged and dropped, never fails a reconcile.
+  const events = createEventRecorder({ config: kube, reportingController: REPORTING_CONTROLLER, reportingInstance: config.POD_NAME, log: log.child({ component: 'events' }) });
+  const observed = { events, metrics: state.metrics };
   const runtime = createKubernetesRuntime({
     config: kube,
     namespace: config.POD_NAMESPACE,
-    pod: { image: pod.image, ...(pod.imagePullPolicy ? { imagePullPolicy: pod.imagePullPolicy } : {}), ...(pod.resources ? { resources: pod.resources } : {}) },
+    // Every setting, placement included (nodeSelector, tolerations, …): browser-pod.ts
+    // leaves out the ones the chart passes empty.
+    pod,
     log,
     launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
     ownerReferencesOf: (browserId) => reconciler.ownerReferencesOf(browserId),
@@ -140,18 +151,20 @@ async function lead(config: OperatorConfig, kube: KubeConfig, log: Logger, state
     workers: config.BROWSERPLANE_OPERATOR_WORKERS,
     resyncMs: config.BROWSERPLANE_OPERATOR_RESYNC_SECONDS * 1000,
     terminateGraceMs: config.BROWSERPLANE_BROWSER_TERMINATE_GRACE_MS,
+    ...observed,
   });
   state.reconciler = reconciler;
   try {
-    const pools = poolDeps ? startBrowserPoolReconciler({ config: kube, namespace: config.POD_NAMESPACE, deps: poolDeps, signal, workers: config.BROWSERPLANE_OPERATOR_WORKERS }) : undefined;
-    await Promise.all([reconciler.run(signal), pools?.done]);
+    const pools = poolDeps ? startBrowserPoolReconciler({ config: kube, namespace: config.POD_NAMESPACE, deps: poolDeps, signal, workers: config.BROWSERPLANE_OPERATOR_WORKERS, ...observed }) : undefined;
+    const connections = poolDeps ? startAuthConnectionReconciler({ config: kube, namespace: config.POD_NAMESPACE, deps: poolDeps, signal, workers: config.BROWSERPLANE_OPERATOR_WORKERS, ...observed }) : undefined;
+    await Promise.all([reconciler.run(signal), pools?.done, connections?.done]);
   } finally {
     state.reconciler = undefined;
     await runtime.close();
   }
 }
 
-/** /healthz: the process serves. /readyz: leading with synced caches, or standing by. */
+/** /healthz: the process serves. /readyz: leading with synced caches, or standing by. /metrics: Prometheus. */
 function startHealthServer(config: OperatorConfig, state: OperatorState): Promise<http.Server> {
   const server = http.createServer((request, response) => {
     const path = new URL(request.url ?? '/', 'http://operator').pathname;
@@ -161,6 +174,17 @@ function startHealthServer(config: OperatorConfig, state: OperatorState): Promis
     };
     const role = state.leading ? 'leader' : state.standingBy ? 'standby' : 'candidate';
     if (path === '/healthz') return answer(200, { status: 'ok', role });
+    if (path === '/metrics') {
+      const { registry } = state.metrics;
+      registry.metrics().then(
+        (text) => {
+          response.writeHead(200, { 'content-type': registry.contentType });
+          response.end(text);
+        },
+        (error: unknown) => answer(500, { code: 'metrics_failed', message: error instanceof Error ? error.message : String(error) }),
+      );
+      return;
+    }
     if (path === '/readyz') {
       const ready = !state.stopping && (state.leading ? state.reconciler?.synced === true : state.standingBy);
       return answer(ready ? 200 : 503, { status: ready ? 'ready' : 'not_ready', role });

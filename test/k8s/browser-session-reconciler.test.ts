@@ -36,8 +36,8 @@ let running: Promise<void>;
 const stop = new AbortController();
 let pages: TestPageServer;
 const core = kubeConfig().makeApiClient(CoreV1Api);
-const logLines: { msg: string; key?: string }[] = [];
-const statusWrites = (name: string) => logLines.filter((line) => line.msg === 'status reported' && line.key === `${namespace}/${name}`).length;
+const logLines: { msg: string; resource?: string }[] = [];
+const statusWrites = (name: string) => logLines.filter((line) => line.msg === 'status reported' && line.resource === `${namespace}/${name}`).length;
 
 beforeAll(async () => {
   await installCrds();
@@ -55,7 +55,7 @@ beforeAll(async () => {
   });
   // The reconciler's own log says when it wrote a status: the API server turns an
   // identical apply into a no-op, so the resourceVersion alone cannot show a needless write.
-  const reconcilerLog = pino({ level: 'info' }, { write: (line: string) => void logLines.push(JSON.parse(line) as { msg: string; key?: string }) });
+  const reconcilerLog = pino({ level: 'info' }, { write: (line: string) => void logLines.push(JSON.parse(line) as { msg: string; resource?: string }) });
   reconciler = createBrowserSessionReconciler({ config: kubeConfig(), namespace, runtime, log: reconcilerLog, resyncMs: RESYNC_MS, terminateGraceMs: 5_000 });
   running = reconciler.run(stop.signal);
   pages = await startTestPageServer({ '/hello': '<!doctype html><title>hello from a session pod</title>' });

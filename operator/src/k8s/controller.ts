@@ -13,7 +13,7 @@
  * outside the watched kinds left behind.
  */
 import type { Informer, KubernetesObject, ObjectCache } from '@kubernetes/client-node';
-import { runWorkers, WorkQueue, type RateLimiter, type ReconcileOutcome, type WorkQueueObserver } from './work-queue.js';
+import { runWorkers, WorkQueue, type RateLimiter, type ReconcileOutcome, type ReconcileResult, type WorkQueueObserver } from './work-queue.js';
 import { keepInformerRunning, WATCH_RESTART_BACKOFF } from './informer-restart.js';
 
 export interface ControllerSource<T extends KubernetesObject = KubernetesObject> {
@@ -28,6 +28,13 @@ export interface ControllerLog {
   warn(fields: object, message: string): void;
 }
 
+/** What controllers report for /metrics; operator/src/metrics.ts implements it (this module stays free of prom-client). */
+export interface ControllerMetrics {
+  /** The observer of the named controller's work queue. */
+  queueObserver(controller: string): WorkQueueObserver;
+  reconciled(controller: string, result: ReconcileResult, durationMs: number): void;
+}
+
 export interface ControllerOptions {
   name: string;
   sources: ControllerSource[];
@@ -37,6 +44,7 @@ export interface ControllerOptions {
   log: ControllerLog;
   rateLimiter?: RateLimiter;
   observer?: WorkQueueObserver;
+  metrics?: ControllerMetrics;
   /** First and longest wait before restarting a failed watch. */
   watchBackoffMs?: { initial: number; max: number };
 }
@@ -57,7 +65,7 @@ export class Controller {
   private readonly restarts = new Map<string, number>();
 
   constructor(private readonly options: ControllerOptions) {
-    this.queue = new WorkQueue(options.rateLimiter, options.observer);
+    this.queue = new WorkQueue(options.rateLimiter, options.observer ?? options.metrics?.queueObserver(options.name));
   }
 
   /** How often each source's watch had to be restarted after an error. */
@@ -97,7 +105,8 @@ export class Controller {
     resync.unref();
     const workers = runWorkers(this.queue, (key) => this.options.reconcile(key), {
       workers: this.options.workers ?? 2,
-      onError: (key, error, retries) => log.warn({ controller: name, key, err: error, retries }, 'reconcile failed; retrying with backoff'),
+      onError: (key, error, retries) => log.warn({ controller: name, resource: key, err: error, retries }, 'reconcile failed; retrying with backoff'),
+      onReconciled: (_key, result, durationMs) => this.options.metrics?.reconciled(name, result, durationMs),
     });
 
     await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));

@@ -9,7 +9,7 @@
  * refreshOnProfileUpdate) are CEL validations, checked by the API server at admission.
  */
 import { z } from 'zod';
-import { createConnectionBody } from '../../../api/src/modules/auth-connections/schema.js';
+import { CONNECTION_STATUSES, createConnectionBody, FLOW_STATUSES, FLOW_STEPS, FLOW_TYPES } from '../../../api/src/modules/auth-connections/schema.js';
 import { createPoolBody } from '../../../api/src/modules/browser-pools/schema.js';
 import { createBrowserBody } from '../../../api/src/modules/browsers/schema.js';
 import { structuralSchemaOf, wireSchemaOf, type JsonSchema } from './structural-schema.js';
@@ -56,14 +56,18 @@ const sessionStatus = z.strictObject({
   endReason: z.string().optional().describe('Why the session ended'),
 });
 
+// Auth state only: never the hosted page URL (it carries a hand-off code), nor anything of the credential.
 const authStatus = z.strictObject({
   ...commonStatus,
   connectionId: z.string().optional().describe('The auth connection’s id in the API'),
-  status: z.enum(['AUTHENTICATED', 'NEEDS_AUTH']).optional().describe('Whether the profile is logged in'),
-  flowStatus: z.string().optional().describe('Status of the newest login flow'),
-  flowStep: z.string().optional().describe('Step of the newest login flow'),
-  lastAuthAt: z.string().optional().describe('When the profile last logged in (RFC 3339)'),
-  lastCheckAt: z.string().optional().describe('When the last health check ran (RFC 3339)'),
+  project: z.string().optional().describe('The id of the project the connection belongs to'),
+  status: z.enum(CONNECTION_STATUSES).optional().describe('Whether the profile is logged in'),
+  flowStatus: z.enum(FLOW_STATUSES).optional().describe('Status of the newest login or re-auth flow'),
+  flowStep: z.enum(FLOW_STEPS).optional().describe('Step of the newest flow (COMPLETED once it ended)'),
+  flowType: z.enum(FLOW_TYPES).optional().describe('LOGIN or REAUTH: what the newest flow was'),
+  lastAuthCheckAt: z.string().optional().describe('When a login or health check last established the auth status (RFC 3339)'),
+  canReauth: z.boolean().optional().describe('Whether a re-login could run with nobody watching'),
+  canReauthReason: z.string().optional().describe('Why canReauth is what it is'),
 });
 
 const project = {

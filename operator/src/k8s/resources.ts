@@ -32,6 +32,7 @@ export const ANNOTATIONS = {
 export const FINALIZERS = {
   browserSession: 'browserplane.dev/browser',
   browserPool: 'browserplane.dev/drain',
+  authConnection: 'browserplane.dev/auth-connection',
 } as const;
 
 /** Server-side-apply field managers: the API's writes and the operator's are told apart in managedFields. */

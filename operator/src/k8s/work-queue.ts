@@ -110,11 +110,13 @@ export function defaultControllerRateLimiter(): RateLimiter {
   return new MaxOfRateLimiter(new ExponentialBackoffRateLimiter(5, 1_000_000), new TokenBucketRateLimiter(10, 100));
 }
 
-/** Counts a queue reports, for /metrics and logs. */
+/** Counts a queue reports, for /metrics (operator/src/metrics.ts) and logs. */
 export interface WorkQueueObserver {
   added?(key: string): void;
   retried?(key: string): void;
   depth?(depth: number): void;
+  /** A worker took the key after it waited `waitedMs` since it was added. */
+  taken?(key: string, waitedMs: number): void;
   processed?(key: string, durationMs: number): void;
 }
 
@@ -125,6 +127,8 @@ export class WorkQueue {
   private readonly waiters: ((key: string | undefined) => void)[] = [];
   private readonly delayed = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private readonly drained: (() => void)[] = [];
+  /** When each dirty key was added, for the time it waits (client-go's queue latency). */
+  private readonly addedAt = new Map<string, number>();
   private stopping = false;
 
   constructor(
@@ -136,6 +140,7 @@ export class WorkQueue {
   add(key: string): void {
     if (this.stopping || this.dirty.has(key)) return;
     this.dirty.add(key);
+    this.addedAt.set(key, performance.now());
     this.observer.added?.(key);
     if (this.processing.has(key)) return;
     const waiter = this.waiters.shift();
@@ -229,14 +234,19 @@ export class WorkQueue {
     this.delayed.clear();
     this.queue.length = 0;
     this.dirty.clear();
+    this.addedAt.clear();
+    this.observer.depth?.(0);
     for (const waiter of this.waiters.splice(0)) waiter(undefined);
     if (this.processing.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.drained.push(resolve));
   }
 
   private take(key: string): string {
+    const now = performance.now();
     this.dirty.delete(key);
-    this.processing.set(key, performance.now());
+    this.processing.set(key, now);
+    this.observer.taken?.(key, now - (this.addedAt.get(key) ?? now));
+    this.addedAt.delete(key);
     return key;
   }
 }
@@ -246,10 +256,15 @@ export interface ReconcileOutcome {
   requeueAfterMs?: number;
 }
 
+/** How a reconcile ended, as controller-runtime's reconcile_total labels it. */
+export type ReconcileResult = 'success' | 'requeue_after' | 'error';
+
 export interface RunWorkersOptions {
   workers: number;
   /** Called for each failed reconcile, before the key is re-queued with backoff. */
   onError?(key: string, error: unknown, retries: number): void;
+  /** Called after each reconcile with its result and how long it took (for /metrics). */
+  onReconciled?(key: string, result: ReconcileResult, durationMs: number): void;
 }
 
 /**
@@ -266,11 +281,14 @@ export async function runWorkers(
     for (;;) {
       const key = await queue.get();
       if (key === undefined) return;
+      const started = performance.now();
       try {
         const outcome = await reconcile(key);
         queue.forget(key);
         if (outcome?.requeueAfterMs !== undefined) queue.addAfter(key, outcome.requeueAfterMs);
+        options.onReconciled?.(key, outcome?.requeueAfterMs !== undefined ? 'requeue_after' : 'success', performance.now() - started);
       } catch (error) {
+        options.onReconciled?.(key, 'error', performance.now() - started);
         options.onError?.(key, error, queue.retries(key));
         queue.addRateLimited(key);
       } finally {

@@ -17,12 +17,16 @@ import { terminateGraceMs } from '../../../api/src/modules/browsers/service.js';
 import { poolManager } from '../../../api/src/modules/browser-pools/manager.js';
 import { createPool, deletePool, drainPool, updatePoolSettings } from '../../../api/src/modules/browser-pools/service.js';
 import { findManagedPool, findPool, type PoolRow } from '../../../api/src/modules/browser-pools/store.js';
-import { firstOrg } from '../../../api/src/modules/orgs/store.js';
-import { findDefaultProject, findProject } from '../../../api/src/modules/projects/store.js';
-import { Controller, objectKey, splitKey, type ControllerSource } from '../k8s/controller.js';
+import type { Queryable } from '../../../api/src/db/pool.js';
+import { firstOrg, type OrgRow } from '../../../api/src/modules/orgs/store.js';
+import { findDefaultProject, findProject, type ProjectRow } from '../../../api/src/modules/projects/store.js';
+import { Controller, objectKey, splitKey, type ControllerMetrics, type ControllerSource } from '../k8s/controller.js';
+import type { EventInput, EventRecorder } from '../k8s/event-recorder.js';
 import { API_VERSION, GROUP } from '../k8s/crds.js';
 import { ANNOTATIONS, FIELD_MANAGERS, FINALIZERS, PLURALS } from '../k8s/resources.js';
+import { EVENT_REASONS, poolTransitionEvent, readyReasonOf, regardingOf } from './transition-events.js';
 import {
+  CONDITION_TYPES,
   desiredPoolOf,
   planBrowserPool,
   problemOfRefusal,
@@ -48,6 +52,9 @@ export interface BrowserPoolReconcilerOptions {
   deps: AppDeps;
   workers?: number;
   resyncMs?: number;
+  /** Kubernetes Events at transitions (kubectl describe); none without. */
+  events?: EventRecorder;
+  metrics?: ControllerMetrics;
 }
 
 type Resource = KubernetesObject & { spec?: unknown; status?: Record<string, unknown> };
@@ -79,6 +86,18 @@ const observedPoolOf = (row: PoolRow): ObservedPool => ({
   draining: row.draining_since !== null,
 });
 
+/**
+ * Where a manifest's object belongs: the installation's bootstrap organisation (the first
+ * one; undefined before bootstrap) and the project the spec names, else its default
+ * project (undefined when there is no such project). Shared by the GitOps reconcilers.
+ */
+export async function manifestOwnerOf(db: Queryable, projectRef: string | undefined): Promise<{ org: OrgRow | undefined; project: ProjectRow | undefined }> {
+  const org = await firstOrg(db);
+  if (!org) return { org, project: undefined };
+  const project = projectRef === undefined ? await findDefaultProject(db, org.id) : await findProject(db, org.id, projectRef);
+  return { org, project };
+}
+
 export class BrowserPoolReconciler {
   private readonly api: CustomObjectsApi;
 
@@ -101,6 +120,7 @@ export class BrowserPoolReconciler {
       sources: [source],
       reconcile: (key) => this.reconcile(key),
       log: deps.log,
+      ...(this.options.metrics ? { metrics: this.options.metrics } : {}),
       ...(this.options.workers !== undefined ? { workers: this.options.workers } : {}),
       ...(this.options.resyncMs !== undefined ? { resyncMs: this.options.resyncMs } : {}),
     });
@@ -117,6 +137,7 @@ export class BrowserPoolReconciler {
     if (plan.finalizer === 'remove' && refused.done) {
       await this.setFinalizer(object!, { present: false });
       this.options.deps.log.info({ resource: key }, 'browser pool drained and deleted; finalizer released');
+      this.event(object!, { type: 'Normal', action: 'Drain', reason: EVENT_REASONS.drained, note: 'the pool is drained and deleted; the resource is released' });
       return {};
     }
     if (!object || !observed.resource) {
@@ -129,7 +150,12 @@ export class BrowserPoolReconciler {
       object.status,
       this.options.deps.clock.now(),
     );
-    if (statusChanged(object.status, status)) await this.writeStatus(object, status);
+    if (statusChanged(object.status, status)) {
+      await this.writeStatus(object, status);
+      const ready = status.conditions.find((c) => c.type === CONDITION_TYPES.ready)!;
+      const event = poolTransitionEvent({ before: readyReasonOf(object.status), after: ready.reason, message: ready.message });
+      if (event) this.event(object, event);
+    }
     const requeue = refused.done ? requeueAfterMs(plan, status) : REQUEUE_MS.draining;
     return requeue === undefined ? {} : { requeueAfterMs: requeue };
   }
@@ -153,12 +179,9 @@ export class BrowserPoolReconciler {
     if (!resource || resource.deleting || resource.createdByApi) return observation;
     const desired = (observation.desired = desiredPoolOf(resource));
     if (!desired.ok) return observation;
-    // Manifests act in the installation's bootstrap organisation.
-    const org = await firstOrg(db);
-    if (!org) return observation;
-    observation.orgId = org.id;
-    const project = desired.projectRef === undefined ? await findDefaultProject(db, org.id) : await findProject(db, org.id, desired.projectRef);
-    if (!project) return observation;
+    const { org, project } = await manifestOwnerOf(db, desired.projectRef);
+    observation.orgId = org?.id;
+    if (!org || !project) return observation;
     observation.projectId = project.id;
     const holder = await findPool(db, { orgId: org.id, projectId: project.id }, desired.input.name);
     if (holder && holder.id !== pool?.id && holder.name !== null && foldName(holder.name) === foldName(desired.input.name)) observation.nameTakenBy = holder.id;
@@ -179,12 +202,14 @@ export class BrowserPoolReconciler {
         case 'create': {
           const row = await createPool(deps, step.scope, step.input, writer);
           deps.log.info({ resource: key, poolId: row.id }, 'browser pool created from its resource');
+          this.event(key, { type: 'Normal', action: 'Create', reason: EVENT_REASONS.synced, note: `pool ${row.id} created from the resource` });
           poolManager(deps).poke();
           return { done: true };
         }
         case 'update': {
           const row = await updatePoolSettings(deps, step.scope, step.poolId, step.input, writer);
           deps.log.info({ resource: key, poolId: row.id, fields: Object.keys(step.input) }, 'browser pool changed by its resource');
+          this.event(key, { type: 'Normal', action: 'Update', reason: EVENT_REASONS.synced, note: `pool ${row.id} updated from the resource: ${Object.keys(step.input).join(', ')}` });
           await poolManager(deps).afterUpdate(row, { discardAllIdle: step.input.discard_all_idle === true });
           return { done: true };
         }
@@ -213,6 +238,12 @@ export class BrowserPoolReconciler {
       if (step.kind === 'create' || step.kind === 'update') return { done: true, problem: problemOfRefusal(error.code, error.message) };
       throw error;
     }
+  }
+
+  /** Records an Event about the resource (by object, or by key when only the key is at hand). */
+  private event(about: Resource | string, event: EventInput): void {
+    const metadata = typeof about === 'string' ? splitKey(about) : (about.metadata ?? {});
+    this.options.events?.record(regardingOf('BrowserPool', metadata), event);
   }
 
   /** Adds or removes this reconciler's finalizer; the resourceVersion makes a concurrent change fail (409) and retry. */

@@ -32,7 +32,8 @@ import {
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { BROWSER_ID_LABEL, browserPodName, COMPONENT_LABELS } from '../k8s/browser-pod.js';
-import { Controller, splitKey, type ControllerSource } from '../k8s/controller.js';
+import { Controller, splitKey, type ControllerMetrics, type ControllerSource } from '../k8s/controller.js';
+import type { EventRecorder } from '../k8s/event-recorder.js';
 import { VERSION } from '../k8s/crds.js';
 import { statusOf } from '../k8s/lease-store.js';
 import { API_VERSION, FIELD_MANAGERS, FINALIZERS, GROUP, idOfResourceName, LABELS, LAUNCH_SECRET_SUFFIX, PLURALS, resourceNameOf } from '../k8s/resources.js';
@@ -41,6 +42,7 @@ import type { BrowserRuntime } from '../ports/browser-runtime.js';
 import { planBrowserSession, type DesiredSessionStatus, type LaunchRecord, type SessionAction } from './browser-session-plan.js';
 import { readLaunchSpec, type ParsedLaunchSpec } from './launch-spec.js';
 import { nextCondition, statusWriter, withCondition, type ResourceStatus } from './status.js';
+import { EVENT_REASONS, readyReasonOf, regardingOf, sessionTransitionEvent } from './transition-events.js';
 
 export interface BrowserSessionResource extends KubernetesObject {
   spec?: Record<string, unknown>;
@@ -58,6 +60,9 @@ export interface BrowserSessionReconcilerOptions {
   /** How long a deleted session's browser gets to close (profile save) before its pod is killed. */
   terminateGraceMs?: number;
   now?: () => Date;
+  /** Kubernetes Events at status transitions (kubectl describe); none without. */
+  events?: EventRecorder;
+  metrics?: ControllerMetrics;
 }
 
 export interface BrowserSessionReconciler {
@@ -149,6 +154,7 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
     workers: options.workers ?? 4,
     resyncMs: options.resyncMs ?? 300_000,
     log,
+    ...(options.metrics ? { metrics: options.metrics } : {}),
   });
 
   async function reconcile(key: string): Promise<ReconcileOutcome | void> {
@@ -168,6 +174,7 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
     const launch = launches.get(key)?.uid === uid ? launches.get(key) : undefined;
     const own = written.get(key);
     const reported = own?.uid === uid ? own.status : resource.status;
+    const browser = await runtime.observe(sessionId);
     const plan = planBrowserSession({
       deleting: Boolean(resource.metadata?.deletionTimestamp),
       hasFinalizer: resource.metadata?.finalizers?.includes(FINALIZERS.browserSession) === true,
@@ -175,7 +182,7 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
       launchSecretName,
       podName: browserPodName(sessionId),
       launchSpec,
-      browser: await runtime.observe(sessionId),
+      browser,
       ...(launch ? { launch: launch.record } : {}),
     });
     // The finalizer goes on before anything exists that it must clean up; the status is
@@ -184,6 +191,9 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
     if (actions[0]?.type === 'addFinalizer') await execute(actions.shift()!, { key, uid, resource, sessionId, launchSpec });
     if (plan.status) await report(key, resource, sessionId, reported, plan.status);
     for (const action of actions) await execute(action, { key, uid, resource, sessionId, launchSpec });
+    if (browser && actions.some((action) => action.type === 'terminate')) {
+      options.events?.record(regardingOf('BrowserSession', resource.metadata!), { type: 'Normal', action: 'Terminate', reason: EVENT_REASONS.podDeleted, note: `deleted browser pod ${browserPodName(sessionId)}` });
+    }
     return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : undefined;
   }
 
@@ -229,7 +239,7 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
     const spec = { ...launchSpec.spec, labels: { ...launchSpec.spec.labels, ...ownerLabels } };
     const entry: LaunchEntry = { uid, abort: new AbortController(), record: { state: 'running' } };
     launches.set(key, entry);
-    log.info({ key, browser_id: spec.browserId }, 'launching browser pod');
+    log.info({ resource: key, browser_id: spec.browserId }, 'launching browser pod');
     runtime
       .launch(spec, { signal: entry.abort.signal })
       .then(
@@ -237,7 +247,7 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
           entry.record = { state: 'finished', result };
         },
         (error: unknown) => {
-          if (!entry.abort.signal.aborted) log.warn({ key, err: error }, 'browser launch failed; retrying');
+          if (!entry.abort.signal.aborted) log.warn({ resource: key, err: error }, 'browser launch failed; retrying');
           if (launches.get(key) === entry) launches.delete(key);
         },
       )
@@ -295,7 +305,9 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
       const wrote = await writer.write({ kind: 'BrowserSession', plural: PLURALS.BrowserSession, namespace, name: resource.metadata!.name! }, current, status);
       if (wrote) {
         written.set(key, { uid: resource.metadata!.uid!, status });
-        log.info({ key, phase: desired.phase, reason: desired.reason }, 'status reported');
+        const event = sessionTransitionEvent({ before: readyReasonOf(reported), after: desired.reason, message: desired.message });
+        if (event) options.events?.record(regardingOf('BrowserSession', resource.metadata!), event);
+        log.info({ resource: key, phase: desired.phase, reason: desired.reason }, 'status reported');
       }
     } catch (error) {
       // Deleted meanwhile: the next reconcile sees it gone.

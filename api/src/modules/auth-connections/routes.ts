@@ -97,11 +97,13 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
       path: '/auth/connections/{id}',
       operationId: 'updateAuthConnection',
       summary: 'Change an auth connection; only the fields sent change',
+      description:
+        'A connection a Kubernetes AuthConnection resource manages is refused with 409 auth_connection_managed_by_kubernetes: change the resource instead.',
       tags,
       auth: 'project',
       params: connectionParams,
       body: updateConnectionBody,
-      responses: { 200: { description: 'The connection', schema: connectionSchema }, ...errorResponses(400, 404) },
+      responses: { 200: { description: 'The connection', schema: connectionSchema }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, body, auth, req }) =>
         json(await presentConnection(viewContext(deps, req), await changeConnection(deps, auth, params.id, body))),
     }),
@@ -110,10 +112,12 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
       path: '/auth/connections/{id}',
       operationId: 'deleteAuthConnection',
       summary: 'Delete an auth connection: its health checks stop and a login in progress is canceled',
+      description:
+        'A connection a Kubernetes AuthConnection resource manages is refused with 409 auth_connection_managed_by_kubernetes: delete the resource instead.',
       tags,
       auth: 'project',
       params: connectionParams,
-      responses: { 204: { description: 'Deleted' }, ...errorResponses(404) },
+      responses: { 204: { description: 'Deleted' }, ...errorResponses(404, 409) },
       handler: async ({ params, auth }) => {
         await removeConnection(deps, auth, params.id);
         return noContent();

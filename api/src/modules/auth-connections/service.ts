@@ -49,6 +49,28 @@ export const SUBMISSION_SEAL_CONTEXT = 'auth_flows:pending_input';
 
 export const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
 
+/**
+ * Who changes a connection: the API (no resource) or the operator on behalf of the
+ * AuthConnection resource (namespace/name) that manages it.
+ */
+export interface ConnectionWriter {
+  kubernetesResource?: string | undefined;
+}
+
+/**
+ * A connection a Kubernetes resource manages is changed through that resource only: its
+ * GitOps tool would put its own settings back. Logins, submissions and reads stay open:
+ * they change the connection's auth state, which the manifest does not declare.
+ */
+function refuseUnlessWriterManages(row: Pick<ConnectionRow, 'kubernetes_resource'>, writer: ConnectionWriter): void {
+  if (row.kubernetes_resource === null || row.kubernetes_resource === writer.kubernetesResource) return;
+  throw conflict(
+    'auth_connection_managed_by_kubernetes',
+    `The auth connection is managed by the Kubernetes AuthConnection ${row.kubernetes_resource}; change or delete that resource instead (kubectl, or its GitOps repository)`,
+    [{ code: 'kubernetes_resource', message: `AuthConnection ${row.kubernetes_resource}` }],
+  );
+}
+
 export function viewContext(deps: AppDeps, req?: IncomingMessage): ViewContext {
   return { httpBase: publicWsBase(deps, req).replace(/^ws/, 'http'), tokens: createCdpTokens(deps) };
 }
@@ -108,7 +130,7 @@ export async function rescheduleHealthCheck(deps: AppDeps, db: Queryable, row: P
   await scheduleJob(db, HEALTH_CHECK_TASK, { connection_id: row.id }, runAt, healthCheckJobKey(row.id));
 }
 
-export async function createConnection(deps: AppDeps, auth: AuthContext, input: CreateConnectionInput): Promise<ConnectionRow> {
+export async function createConnection(deps: AppDeps, auth: AuthContext, input: CreateConnectionInput, writer: ConnectionWriter = {}): Promise<ConnectionRow> {
   const scope = scopeOf(auth);
   checkInterval(deps, input.health_check_interval);
   const id = newId('mauth');
@@ -139,6 +161,7 @@ export async function createConnection(deps: AppDeps, auth: AuthContext, input: 
         browserTelemetry: input.browser_telemetry ?? null,
         credential: input.credential ?? null,
         credentialId,
+        kubernetesResource: writer.kubernetesResource,
         now,
       });
       await rescheduleHealthCheck(deps, tx, { id, health_checks: healthChecks, health_check_interval: interval });
@@ -149,19 +172,20 @@ export async function createConnection(deps: AppDeps, auth: AuthContext, input: 
     }
     if (pgErrorCode(error) === UNIQUE_VIOLATION && (error as { constraint?: string }).constraint === 'profiles_project_name_key_live') {
       // A profile of that name was created at the same moment: take it on a retry.
-      return createConnection(deps, auth, input);
+      return createConnection(deps, auth, input, writer);
     }
     throw error;
   }
   return getConnection(deps, scope, id);
 }
 
-export async function changeConnection(deps: AppDeps, auth: AuthContext, id: string, input: UpdateConnectionInput): Promise<ConnectionRow> {
+export async function changeConnection(deps: AppDeps, auth: AuthContext, id: string, input: UpdateConnectionInput, writer: ConnectionWriter = {}): Promise<ConnectionRow> {
   const scope = scopeOf(auth);
   checkInterval(deps, input.health_check_interval);
   await inTransaction(deps.db, async (tx) => {
     const row = await findConnection(tx, scope, id, { lock: true });
     if (!row) throw notFound('Auth connection', id);
+    refuseUnlessWriterManages(row, writer);
     const change: ConnectionChange = {
       allowed_domains: input.allowed_domains === undefined ? undefined : [...new Set(input.allowed_domains)],
       auto_reauth: input.auto_reauth,
@@ -195,11 +219,12 @@ export async function changeConnection(deps: AppDeps, auth: AuthContext, id: str
  * check. A login in progress is cancelled: its driver learns from the notification (or
  * its next write finding no row) and closes the browser without saving the profile.
  */
-export async function removeConnection(deps: AppDeps, auth: AuthContext, id: string): Promise<void> {
+export async function removeConnection(deps: AppDeps, auth: AuthContext, id: string, writer: ConnectionWriter = {}): Promise<void> {
   const scope = scopeOf(auth);
   await inTransaction(deps.db, async (tx) => {
     const row = await findConnection(tx, scope, id, { lock: true });
     if (!row) throw notFound('Auth connection', id);
+    refuseUnlessWriterManages(row, writer);
     await deleteConnection(tx, scope, id);
     await unscheduleJob(tx, healthCheckJobKey(id));
     await deps.events.publish(connectionChannel(id), { id, deleted: true }, tx);

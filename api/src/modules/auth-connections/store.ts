@@ -48,6 +48,8 @@ export interface ConnectionRow {
   sso_provider: string | null;
   login_requirements: LoginRequirements | null;
   current_flow_id: string | null;
+  /** The AuthConnection resource (namespace/name) that manages the connection; null when the API does. */
+  kubernetes_resource: string | null;
   created_at: Date;
   updated_at: Date;
   /** The current flow, joined (null when none ever ran). */
@@ -87,7 +89,7 @@ const SELECT_CONNECTION = `SELECT c.id, c.org_id, c.project_id, c.domain, c.prof
     c.allowed_domains, c.auto_reauth, c.health_checks, c.health_check_interval, c.login_url, c.proxy_id, c.record_session,
     c.save_credentials, c.browser_telemetry, c.credential, c.credential_id, cr.value_keys AS credential_value_keys,
     CASE WHEN cr.id IS NULL THEN NULL ELSE cr.totp_secret_sealed IS NOT NULL END AS credential_has_totp, c.status, c.last_auth_check_at, c.post_login_url, c.sso_provider,
-    c.login_requirements, c.current_flow_id, c.created_at, c.updated_at,
+    c.login_requirements, c.current_flow_id, c.kubernetes_resource, c.created_at, c.updated_at,
     CASE WHEN f.id IS NULL THEN NULL ELSE to_jsonb(fl) END AS flow
   FROM auth_connections c
   LEFT JOIN profiles p ON p.id = c.profile_id AND p.deleted_at IS NULL
@@ -129,6 +131,8 @@ export interface NewConnection {
   browserTelemetry: TelemetryRequest | null;
   credential: CredentialRef | null;
   credentialId: string | null;
+  /** The AuthConnection resource (namespace/name) making it, when the operator does. */
+  kubernetesResource?: string | undefined;
   now: Date;
 }
 
@@ -136,8 +140,8 @@ export async function insertConnection(db: Queryable, scope: Scope, c: NewConnec
   await db.query(
     `INSERT INTO auth_connections (id, org_id, project_id, domain, profile_id, profile_name, allowed_domains, auto_reauth,
        health_checks, health_check_interval, login_url, proxy_id, record_session, save_credentials, browser_telemetry,
-       credential, credential_id, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $18, $17, $17)`,
+       credential, credential_id, created_at, updated_at, kubernetes_resource)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $18, $17, $17, $19)`,
     [
       c.id,
       scope.orgId,
@@ -157,6 +161,7 @@ export async function insertConnection(db: Queryable, scope: Scope, c: NewConnec
       c.credential === null ? null : JSON.stringify(c.credential),
       c.now,
       c.credentialId,
+      c.kubernetesResource ?? null,
     ],
   );
 }
@@ -172,6 +177,12 @@ export async function findConnection(db: Queryable, scope: Scope, id: string, op
 /** For background work that starts from an id alone (jobs, the flow driver). */
 export async function findConnectionById(db: Queryable, id: string): Promise<ConnectionRow | undefined> {
   const { rows } = await db.query<Record<string, unknown>>(`${SELECT_CONNECTION} WHERE c.id = $1`, [id]);
+  return rows[0] ? toConnection(rows[0]) : undefined;
+}
+
+/** The connection an AuthConnection resource (namespace/name) manages, across tenants. */
+export async function findManagedConnection(db: Queryable, resource: string): Promise<ConnectionRow | undefined> {
+  const { rows } = await db.query<Record<string, unknown>>(`${SELECT_CONNECTION} WHERE c.kubernetes_resource = $1`, [resource]);
   return rows[0] ? toConnection(rows[0]) : undefined;
 }
 
