@@ -103,26 +103,31 @@ describe('reconciliation at start-up', () => {
 });
 
 describe('the reaper’s orphan sweep', () => {
-  it('terminates a browser no live session owns once two sweeps found it, and leaves owned browsers alone', async () => {
+  it('terminates a browser whose session ended once two sweeps found it, and leaves owned and unknown browsers alone', async () => {
     const { http: client } = await newProject(http);
     const owned = await createSession(client);
-    // What an end whose terminate failed leaves behind: a browser whose row has ended.
-    const orphanId = `bs_sweep${Date.now()}`;
+    // What an end whose terminate failed leaves behind: the row ended, the browser running.
+    const abandoned = await createSession(client);
+    await app.database.db.query(`UPDATE browser_sessions SET deleted_at = now(), deleted_reason = 'deleted' WHERE id = $1`, [abandoned.session_id]);
+    // A browser with no row at all: not this installation's (another release sharing the runtime).
+    const unknownId = `bs_unknown${Date.now()}`;
     await app.runtime.launch(
-      { browserId: orphanId, orgId: 'o', projectId: 'p', headless: true, stealth: false, kioskMode: false, viewport: { width: 800, height: 600 }, chromePolicy: {}, labels: {} },
+      { browserId: unknownId, orgId: 'o', projectId: 'p', headless: true, stealth: false, kioskMode: false, viewport: { width: 800, height: 600 }, chromePolicy: {}, labels: {} },
       { signal: AbortSignal.timeout(30_000) },
     );
     const reaper = new IdleReaper(app.deps, { orphanSweepMs: 0 });
 
     await reaper.tick();
     // One sighting is not enough: a terminate may be under way.
-    expect((await app.runtime.observe(orphanId))?.phase).toBe('Ready');
+    expect((await app.runtime.observe(abandoned.session_id))?.phase).toBe('Ready');
     await reaper.tick();
 
-    expect(await app.runtime.observe(orphanId)).toBeUndefined();
-    expect(captured.entries().some((entry) => entry.browserId === orphanId && entry.msg === 'terminated a browser that has no live session')).toBe(true);
+    expect(await app.runtime.observe(abandoned.session_id)).toBeUndefined();
+    expect(captured.entries().some((entry) => entry.browserId === abandoned.session_id && entry.msg === 'terminated a browser whose session has ended')).toBe(true);
     expect((await app.runtime.observe(owned.session_id))?.phase).toBe('Ready');
     expect(await deletedReason(owned.session_id)).toBeNull();
+    expect((await app.runtime.observe(unknownId))?.phase).toBe('Ready');
     expect((await client.delete(`/browsers/${owned.session_id}`)).status).toBe(204);
+    await app.runtime.terminate(unknownId, { graceMs: 5_000 });
   }, 60_000);
 });

@@ -1,7 +1,7 @@
 import type { AppDeps } from '../../app-deps.js';
 import type { CdpConnections } from './cdp-proxy.js';
 import { DELETE_REASONS, endSession, TERMINATE_GRACE_MS } from './service.js';
-import { listLiveSessions, listSessionsOfFinishedInvocations, type SessionRow } from './store.js';
+import { endedSessionIds, listLiveSessions, listSessionsOfFinishedInvocations, type SessionRow } from './store.js';
 
 export const REAP_INTERVAL_MS = 5_000;
 const HEALTH_TIMEOUT_MS = 2_000;
@@ -160,15 +160,17 @@ export class IdleReaper {
   }
 
   /**
-   * Ends browsers that no live session owns. Ending a session marks its row first and
+   * Ends browsers whose session has ended. Ending a session marks its row first and
    * terminates its browser after; a terminate that fails (the agent or the API server
    * unreachable at that moment) leaves a browser running for nobody. In embedded mode the
    * next start's adoption would catch it, but in Kubernetes mode no replica adopts, so the
    * reaper does it. A browser is ended only when two sweeps a minute apart both found it
-   * without a session: a terminate already under way gets that long to finish on its own.
+   * so: a terminate already under way gets that long to finish on its own. A browser with
+   * no row at all is left alone: every launch here writes its row first, so it is not this
+   * installation's (another release sharing the namespace).
    */
   private async sweepOrphans(browsers: string[], live: Set<string>): Promise<void> {
-    const orphans = browsers.filter((id) => !live.has(id));
+    const orphans = [...(await endedSessionIds(this.deps.db, browsers.filter((id) => !live.has(id))))];
     const next = new Set<string>();
     for (const id of orphans) {
       if (!this.suspects.has(id)) {
@@ -177,10 +179,10 @@ export class IdleReaper {
       }
       try {
         await this.deps.runtime.terminate(id, { graceMs: TERMINATE_GRACE_MS });
-        this.deps.log.warn({ browserId: id }, 'terminated a browser that has no live session');
+        this.deps.log.warn({ browserId: id }, 'terminated a browser whose session has ended');
       } catch (error) {
         next.add(id);
-        this.deps.log.error({ err: error, browserId: id }, 'terminating a browser without a session failed; the next sweep retries');
+        this.deps.log.error({ err: error, browserId: id }, 'terminating a browser whose session has ended failed; the next sweep retries');
       }
     }
     this.suspects = next;

@@ -168,6 +168,13 @@ export async function listInvocationSessions(db: Queryable, scope: Scope, invoca
   return rows;
 }
 
+/** Which of these ids name sessions whose rows have ended. */
+export async function endedSessionIds(db: Queryable, ids: string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const { rows } = await db.query<{ id: string }>('SELECT id FROM browser_sessions WHERE id = ANY($1::text[]) AND deleted_at IS NOT NULL', [ids]);
+  return new Set(rows.map((row) => row.id));
+}
+
 /** Live sessions of finished invocations: the reaper ends them. */
 export async function listSessionsOfFinishedInvocations(db: Queryable): Promise<SessionRow[]> {
   const { rows } = await db.query<SessionRow>(
