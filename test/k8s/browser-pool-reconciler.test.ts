@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
-import { API_VERSION, FINALIZERS, PLURALS } from '../../operator/src/k8s/resources.js';
+import { ANNOTATIONS, API_VERSION, FINALIZERS, PLURALS } from '../../operator/src/k8s/resources.js';
 import { startBrowserPoolReconciler } from '../../operator/src/reconcilers/browser-pool.js';
 import { DRAINING_REASONS, READY_REASONS } from '../../operator/src/reconcilers/browser-pool-plan.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -224,6 +224,28 @@ describe('BrowserPool resources applied with kubectl', () => {
     expect((await poolBrowsers(poolId)).every((b) => b.deleted_at !== null)).toBe(true);
     const ids = new Set((await poolBrowsers(poolId)).map((b) => b.id));
     await eventually('every browser of the pool closed', async () => (await app.runtime.list()).every((b) => !ids.has(b.browserId) || b.phase !== 'Ready'));
+  }, TEST_MS);
+
+  it('kubectl delete of a pool annotated force-delete ends its leased browser at once, as an API DELETE with force does', async () => {
+    const http = app.tenant.http;
+    await apply('forced', { size: 1, headless: true, fillRatePerMinute: 6000 });
+    const full = await readyWith('forced', READY_REASONS.full);
+    const poolId = full.status!.poolId!;
+    const lease = await http.post(`/browser_pools/${poolId}/acquire`, { acquire_timeout_seconds: 30 });
+    expect(lease.status).toBe(200);
+    const leasedId = lease.body.session_id as string;
+
+    await apply('forced', { size: 1, headless: true, fillRatePerMinute: 6000 }, { annotations: { [ANNOTATIONS.forceDelete]: 'true' } });
+    await kubectlDelete('forced');
+
+    // No release: the lease is ended for its holder, the pool and the resource go.
+    await eventually('the resource gone', async () => (await getResource('forced')) === undefined, 60_000);
+    const { rows } = await app.deps.db.query<{ deleted_reason: string | null }>('SELECT deleted_reason FROM browser_sessions WHERE id = $1', [leasedId]);
+    expect(rows[0]!.deleted_reason).toBe('pool_deleted');
+    expect((await http.get(`/browsers/${leasedId}`)).status).toBe(404);
+    expect((await poolRow(poolId)).deleted_at).not.toBeNull();
+    expect((await http.get(`/browser_pools/${poolId}`)).status).toBe(404);
+    await eventually('the leased browser closed', async () => (await app.runtime.list()).every((b) => b.browserId !== leasedId || b.phase !== 'Ready'));
   }, TEST_MS);
 
   it('takes no pool over: a name an API pool holds is a NameConflict, an unknown project a ProjectNotFound; deleting either releases its finalizer', async () => {

@@ -27,6 +27,7 @@ const resource = (extra: Partial<ObservedResource> = {}): ObservedResource => ({
   deleting: false,
   hasFinalizer: true,
   createdByApi: false,
+  forceDelete: false,
   spec: { size: 2, headless: true },
   ...extra,
 });
@@ -128,6 +129,8 @@ describe('planBrowserPool', () => {
     ['deleted and draining with a lease: keeps draining', { resource: resource({ deleting: true }), pool: pool({ draining: true, acquiredCount: 1 }) }, { finalizer: 'keep', stepKind: 'drain' }],
     ['deleted, drained, no lease: the pool goes and the finalizer with it', { resource: resource({ deleting: true }), pool: pool({ draining: true, availableCount: 0 }) }, { finalizer: 'remove', stepKind: 'delete' }],
     ['deleted without a pool: the finalizer goes', { resource: resource({ deleting: true }) }, { finalizer: 'remove', stepKind: 'none' }],
+    ['force-deleted with leases held: the pool and its leased browsers go at once', { resource: resource({ deleting: true, forceDelete: true }), pool: pool({ acquiredCount: 2 }) }, { finalizer: 'remove', stepKind: 'delete' }],
+    ['the force-delete annotation does nothing before a deletion', { resource: resource({ forceDelete: true }), pool: pool() }, { finalizer: 'keep', stepKind: 'none' }],
     ['the resource is gone but its pool is not: drained all the same', { resource: undefined, pool: pool() }, { finalizer: 'keep', stepKind: 'drain' }],
   ])('%s', (_, observation, expected) => {
     const plan = planBrowserPool(observe(observation));
@@ -135,6 +138,13 @@ describe('planBrowserPool', () => {
     if (expected.finalizer) expect(plan.finalizer).toBe(expected.finalizer);
     if (expected.ignore) expect(plan.ignore).toBe(true);
     expect(plan.problem?.reason).toBe(expected.reason);
+  });
+
+  it('only a force-delete deletes with force', () => {
+    const forced = planBrowserPool(observe({ resource: resource({ deleting: true, forceDelete: true }), pool: pool({ acquiredCount: 1 }) }));
+    expect(forced.step).toMatchObject({ kind: 'delete', force: true });
+    const drained = planBrowserPool(observe({ resource: resource({ deleting: true }), pool: pool({ draining: true, availableCount: 0 }) }));
+    expect(drained.step).toMatchObject({ kind: 'delete', force: false });
   });
 
   it('the pool is created in the resolved project with the desired body', () => {

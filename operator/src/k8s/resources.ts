@@ -26,6 +26,11 @@ export const LABELS = {
 export const ANNOTATIONS = {
   /** 'api' on resources the API wrote; absent on resources applied with kubectl or a GitOps tool. */
   createdBy: 'browserplane.dev/created-by',
+  /**
+   * 'true' on a BrowserPool being deleted: end its leased browsers at once instead of
+   * waiting for their release, as an API DELETE with {"force": true} does.
+   */
+  forceDelete: 'browserplane.dev/force-delete',
 } as const;
 
 /** Held by the operator until what a resource stands for (pod, pool row) is gone. */

@@ -144,6 +144,8 @@ export interface ObservedResource {
   deleting: boolean;
   hasFinalizer: boolean;
   createdByApi: boolean;
+  /** The force-delete annotation: a deletion ends leased browsers instead of waiting. */
+  forceDelete: boolean;
   spec: unknown;
 }
 
@@ -189,8 +191,8 @@ export type PoolStep =
   | { kind: 'update'; poolId: string; scope: Scope; input: UpdatePoolInput }
   /** Stop warming and leasing, end the idle browsers (repeated while leases remain). */
   | { kind: 'drain'; poolId: string; scope: Scope }
-  /** No browser is leased any more: the row and its remaining browsers go. */
-  | { kind: 'delete'; poolId: string; scope: Scope };
+  /** No browser is leased any more (or force: leases end too): the row and its browsers go. */
+  | { kind: 'delete'; poolId: string; scope: Scope; force: boolean };
 
 export interface Plan {
   /** Resources the API wrote are its own business. */
@@ -209,7 +211,9 @@ export function planBrowserPool(observed: Observation): Plan {
     const hasFinalizer = resource?.hasFinalizer === true;
     if (!pool) return { ...nothing(), finalizer: hasFinalizer ? 'remove' : 'keep' };
     const where = { poolId: pool.id, scope: { orgId: pool.orgId, projectId: pool.projectId } };
-    if (pool.draining && pool.acquiredCount === 0) return { ...nothing(), step: { kind: 'delete', ...where }, finalizer: hasFinalizer ? 'remove' : 'keep' };
+    const release = hasFinalizer ? 'remove' : 'keep';
+    if (resource?.forceDelete) return { ...nothing(), step: { kind: 'delete', ...where, force: true }, finalizer: release };
+    if (pool.draining && pool.acquiredCount === 0) return { ...nothing(), step: { kind: 'delete', ...where, force: false }, finalizer: release };
     return { ...nothing(), step: { kind: 'drain', ...where }, finalizer: 'keep' };
   }
   const finalizer = resource.hasFinalizer ? 'keep' : 'add';

@@ -70,6 +70,7 @@ function observedResourceOf(object: Resource, key: string): ObservedResource {
     deleting: metadata.deletionTimestamp !== undefined && metadata.deletionTimestamp !== null,
     hasFinalizer: (metadata.finalizers ?? []).includes(FINALIZERS.browserPool),
     createdByApi: metadata.annotations?.[ANNOTATIONS.createdBy] === 'api',
+    forceDelete: metadata.annotations?.[ANNOTATIONS.forceDelete] === 'true',
     spec: object.spec,
   };
 }
@@ -226,7 +227,8 @@ export class BrowserPoolReconciler {
           return { done: true };
         }
         case 'delete': {
-          const { poolId, ended } = await deletePool(deps, step.scope, step.poolId, { force: false, ...writer });
+          const { poolId, ended } = await deletePool(deps, step.scope, step.poolId, { force: step.force, ...writer });
+          if (step.force) deps.log.info({ resource: key, poolId, browsers: ended.length }, 'browser pool force-deleted: leased browsers ended');
           await poolManager(deps).poolDeleted(poolId, ended);
           return { done: true };
         }
