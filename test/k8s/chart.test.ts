@@ -452,3 +452,19 @@ describe('examples/browserpool.yaml', () => {
     expect((created.body.spec as { size: number }).size).toBe(3);
   });
 });
+
+describe('examples/authconnection.yaml', () => {
+  it('is accepted by a dry-run create with Strict field validation', async () => {
+    const namespace = await restrictedNamespace('example-auth');
+    const [connection] = parseManifests(readFileSync(path.join(CHART, 'examples/authconnection.yaml'), 'utf8'));
+    expect(connection?.kind).toBe('AuthConnection');
+    const created = await apiRequest(
+      'POST',
+      `/apis/browserplane.dev/v1alpha1/namespaces/${namespace}/authconnections?dryRun=All&fieldValidation=Strict`,
+      connection,
+    );
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    expect(created.warnings).toEqual([]);
+    expect(created.body.spec).toMatchObject({ domain: 'crm.example.com', profileName: 'crm', credential: { name: 'crm-login' } });
+  });
+});
