@@ -173,7 +173,11 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
     try {
       await core.createNamespacedPod({ namespace, body: owned(browserPod(spec, podOptions)) });
     } catch (error) {
-      if (statusOf(error) !== 409) throw error;
+      if (statusOf(error) !== 409) {
+        // Refused (admission, quota): the launch spec would outlive it with no pod to read it.
+        await removePod(spec.browserId, 0).catch(() => undefined);
+        throw error;
+      }
     }
     log.info({ browser_id: spec.browserId, pod: name }, 'browser pod created');
     return awaitReady(name, spec, signal);
