@@ -145,6 +145,47 @@ describe('controller on a real API server', () => {
     expect(controller.watchRestarts.get('configmaps')).toBeGreaterThanOrEqual(1);
   });
 
+  it('starts no reconcile until every source has listed, even when a first list fails', async () => {
+    const namespace = await freshNamespace('ctl');
+    const config = kubeConfig();
+    const core = config.makeApiClient(CoreV1Api);
+    await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'primary' } } });
+    await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'secondary' } } });
+    const primary = makeInformer<V1ConfigMap>(config, `/api/v1/namespaces/${namespace}/configmaps`, () => core.listNamespacedConfigMap({ namespace }));
+    // The second source's first list fails, as a list does while the API server restarts.
+    let lists = 0;
+    const secondary = makeInformer<V1ConfigMap>(config, `/api/v1/namespaces/${namespace}/configmaps`, () =>
+      ++lists === 1 ? Promise.reject(new Error('list refused')) : core.listNamespacedConfigMap({ namespace }),
+    );
+    // What each reconcile saw of the second source: a reconcile that reads a cache the
+    // failed list left empty would take "nothing there" for the truth.
+    const seenInSecondary: number[] = [];
+    const controller = new Controller({
+      name: 'test',
+      sources: [
+        { name: 'primary', informer: primary, keysOf: (object) => [objectKey(object)] },
+        { name: 'secondary', informer: secondary, keysOf: () => [] },
+      ],
+      reconcile: () => {
+        seenInSecondary.push(secondary.list(namespace).length);
+        return Promise.resolve();
+      },
+      workers: 2,
+      log: quietLog,
+      watchBackoffMs: { initial: 300, max: 1_000 },
+    });
+    const stop = new AbortController();
+    const running = controller.run(stop.signal);
+    stops.push(async () => {
+      stop.abort();
+      await running;
+    });
+    await eventually(() => seenInSecondary.length >= 1, 'a reconcile after the retried list');
+    expect(lists).toBeGreaterThanOrEqual(2);
+    expect(controller.watchRestarts.get('secondary')).toBeGreaterThanOrEqual(1);
+    expect(seenInSecondary.every((count) => count === 2)).toBe(true);
+  });
+
   it('queues every cached key again at each resync', async () => {
     const namespace = await freshNamespace('ctl');
     const core = kubeConfig().makeApiClient(CoreV1Api);

@@ -96,7 +96,14 @@ export class Controller {
     }
     // The first list of every source completes before workers start, so a reconcile
     // never mistakes an empty cache for "nothing exists" (client-go's WaitForCacheSync).
+    // client-node's start() resolves after a failed list too (reporting it through
+    // 'error', where keepInformerRunning retries): only a resource version means listed.
     await Promise.all(sources.map((source) => source.informer.start()));
+    await Promise.all(sources.map((source) => untilListed(source.informer, signal)));
+    if (signal.aborted) {
+      await Promise.all(sources.map((source) => source.informer.stop()));
+      return;
+    }
     log.info({ controller: name, sources: sources.map((s) => s.name) }, 'caches synced; reconciling');
 
     const resync = setInterval(() => {
@@ -114,5 +121,25 @@ export class Controller {
     await Promise.all(sources.map((source) => source.informer.stop()));
     await this.queue.shutDown();
     await workers;
+  }
+}
+
+/**
+ * Resolves once the informer's cache holds a successful list, or `signal` aborts. An
+ * informer that cannot tell (not client-node's ListWatch) counts as listed once started.
+ */
+async function untilListed(informer: object, signal: AbortSignal): Promise<void> {
+  const listed = informer as { latestResourceVersion?: () => string };
+  if (typeof listed.latestResourceVersion !== 'function') return;
+  while (!signal.aborted && listed.latestResourceVersion() === '') {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, 100);
+      function done() {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', done);
+        resolve();
+      }
+      signal.addEventListener('abort', done, { once: true });
+    });
   }
 }
