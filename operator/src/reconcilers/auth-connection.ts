@@ -11,14 +11,13 @@
  * channel the SSE stream follows), and every few seconds as a fallback. Each reconcile:
  * observe → plan (auth-connection-plan.ts, pure) → execute → report.
  */
-import { ApiException, CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { AppDeps } from '../../../api/src/app-deps.js';
 import type { AuthContext } from '../../../api/src/http/auth-context.js';
 import { AppError } from '../../../api/src/http/errors.js';
 import { changeConnection, connectionChannel, createConnection, removeConnection, resolveProxyRef } from '../../../api/src/modules/auth-connections/service.js';
 import { findManagedConnection, listConnections } from '../../../api/src/modules/auth-connections/store.js';
 import { Controller, objectKey, splitKey, type ControllerSource } from '../k8s/controller.js';
-import { GROUP, VERSION } from '../k8s/crds.js';
 import { ANNOTATIONS, FIELD_MANAGERS, PLURALS } from '../k8s/resources.js';
 import type { EventRecorder } from '../k8s/event-recorder.js';
 import type { ControllerMetrics } from '../k8s/controller.js';
@@ -37,6 +36,7 @@ import {
   type Scope,
 } from './auth-connection-plan.js';
 import { manifestOwnerOf } from './browser-pool.js';
+import { resourceClient, type ResourceClient } from './resource-client.js';
 import { statusWriter, type ResourceStatus, type StatusWriter } from './status.js';
 import { connectionTransitionEvent, readyReasonOf, regardingOf } from './transition-events.js';
 
@@ -56,8 +56,6 @@ export interface AuthConnectionReconcilerOptions {
 }
 
 type Resource = KubernetesObject & { spec?: unknown; status?: ResourceStatus };
-
-const statusCode = (error: unknown): number | undefined => (error instanceof ApiException ? error.code : undefined);
 
 function observedResourceOf(object: Resource, key: string): ObservedResource {
   const metadata = object.metadata ?? {};
@@ -122,13 +120,13 @@ class ConnectionFollower {
 }
 
 export class AuthConnectionReconciler {
-  private readonly api: CustomObjectsApi;
+  private readonly resources: ResourceClient<Resource>;
   private readonly status: StatusWriter;
   private readonly follower: ConnectionFollower;
   private ctrl: Controller | undefined;
 
   constructor(private readonly options: AuthConnectionReconcilerOptions) {
-    this.api = options.config.makeApiClient(CustomObjectsApi);
+    this.resources = resourceClient<Resource>(options.config, PLURAL);
     this.status = statusWriter(options.config);
     this.follower = new ConnectionFollower(options.deps, (key) => this.ctrl?.queue.add(key));
   }
@@ -136,12 +134,7 @@ export class AuthConnectionReconciler {
   /** The controller: an informer on AuthConnections feeding this reconciler's keys. */
   controller(): Controller {
     const { namespace, deps } = this.options;
-    const path = namespace === undefined ? `/apis/${GROUP}/${VERSION}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${PLURAL}`;
-    const list = () =>
-      namespace === undefined
-        ? this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })
-        : this.api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL });
-    const informer = makeInformer<Resource>(this.options.config, path, list);
+    const informer = this.resources.informer(namespace);
     const source: ControllerSource = { name: PLURAL, informer, keysOf: (object) => [objectKey(object)] };
     this.ctrl = new Controller({
       name: 'authconnection',
@@ -161,14 +154,14 @@ export class AuthConnectionReconciler {
   }
 
   async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
-    const object = await this.read(key);
+    const object = await this.resources.read(key);
     const observed = await this.observe(key, object);
     const plan = planAuthConnection(observed);
     if (plan.ignore) return {};
-    if (plan.finalizer === 'add') await this.setFinalizer(object!, { present: true });
+    if (plan.finalizer === 'add') await this.resources.setFinalizer(object!, AUTH_CONNECTION_FINALIZER, true);
     const refused = await this.execute(key, plan.step);
     if (plan.finalizer === 'remove') {
-      await this.setFinalizer(object!, { present: false });
+      await this.resources.setFinalizer(object!, AUTH_CONNECTION_FINALIZER, false);
       this.options.deps.log.info({ resource: key }, 'auth connection deleted; finalizer released');
     }
     if (!object || !observed.resource || observed.resource.deleting) {
@@ -186,16 +179,6 @@ export class AuthConnectionReconciler {
     if (event) this.options.events?.record(regardingOf('AuthConnection', object.metadata ?? {}), event);
     const requeue = requeueAfterMs(plan, status);
     return requeue === undefined ? {} : { requeueAfterMs: requeue };
-  }
-
-  private async read(key: string): Promise<Resource | undefined> {
-    const { namespace, name } = splitKey(key);
-    try {
-      return (await this.api.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: namespace!, plural: PLURAL, name })) as Resource;
-    } catch (error) {
-      if (statusCode(error) === 404) return undefined;
-      throw error;
-    }
   }
 
   private async observe(key: string, object: Resource | undefined): Promise<Observation> {
@@ -258,23 +241,6 @@ export class AuthConnectionReconciler {
   }
 
   /** Adds or removes this reconciler's finalizer; the resourceVersion makes a concurrent change fail (409) and retry. */
-  private async setFinalizer(object: Resource, { present }: { present: boolean }): Promise<void> {
-    const metadata = object.metadata!;
-    const others = (metadata.finalizers ?? []).filter((f) => f !== AUTH_CONNECTION_FINALIZER);
-    const finalizers = present ? [...others, AUTH_CONNECTION_FINALIZER] : others;
-    await this.api.patchNamespacedCustomObject(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace: metadata.namespace!,
-        plural: PLURAL,
-        name: metadata.name!,
-        body: { metadata: { finalizers, resourceVersion: metadata.resourceVersion } },
-        fieldManager: FIELD_MANAGERS.operator,
-      },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    );
-  }
 }
 
 /**

@@ -9,7 +9,7 @@
  * resource is deleted. Each reconcile: observe → plan (browser-pool-plan.ts, pure) →
  * execute → report.
  */
-import { ApiException, CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { AppDeps } from '../../../api/src/app-deps.js';
 import { AppError } from '../../../api/src/http/errors.js';
 import { foldName } from '../../../api/src/ids.js';
@@ -22,9 +22,10 @@ import { firstOrg, type OrgRow } from '../../../api/src/modules/orgs/store.js';
 import { findDefaultProject, findProject, type ProjectRow } from '../../../api/src/modules/projects/store.js';
 import { Controller, objectKey, splitKey, type ControllerMetrics, type ControllerSource } from '../k8s/controller.js';
 import type { EventInput, EventRecorder } from '../k8s/event-recorder.js';
-import { API_VERSION, GROUP } from '../k8s/crds.js';
-import { ANNOTATIONS, FIELD_MANAGERS, FINALIZERS, PLURALS } from '../k8s/resources.js';
+import { ANNOTATIONS, FINALIZERS, PLURALS } from '../k8s/resources.js';
 import { EVENT_REASONS, poolTransitionEvent, readyReasonOf, regardingOf } from './transition-events.js';
+import { resourceClient, type ResourceClient } from './resource-client.js';
+import { statusWriter, type ResourceStatus, type StatusWriter } from './status.js';
 import {
   CONDITION_TYPES,
   desiredPoolOf,
@@ -32,7 +33,6 @@ import {
   problemOfRefusal,
   REQUEUE_MS,
   requeueAfterMs,
-  statusChanged,
   statusOf,
   type ObservedPool,
   type ObservedResource,
@@ -41,7 +41,6 @@ import {
   type Problem,
 } from './browser-pool-plan.js';
 
-const VERSION = API_VERSION.slice(GROUP.length + 1);
 const PLURAL = PLURALS.BrowserPool;
 
 export interface BrowserPoolReconcilerOptions {
@@ -58,8 +57,6 @@ export interface BrowserPoolReconcilerOptions {
 }
 
 type Resource = KubernetesObject & { spec?: unknown; status?: Record<string, unknown> };
-
-const statusCode = (error: unknown): number | undefined => (error instanceof ApiException ? error.code : undefined);
 
 function observedResourceOf(object: Resource, key: string): ObservedResource {
   const metadata = object.metadata ?? {};
@@ -100,22 +97,19 @@ export async function manifestOwnerOf(db: Queryable, projectRef: string | undefi
 }
 
 export class BrowserPoolReconciler {
-  private readonly api: CustomObjectsApi;
+  private readonly resources: ResourceClient<Resource>;
+  private readonly status: StatusWriter;
 
   constructor(private readonly options: BrowserPoolReconcilerOptions) {
-    this.api = options.config.makeApiClient(CustomObjectsApi);
+    this.resources = resourceClient<Resource>(options.config, PLURAL);
+    this.status = statusWriter(options.config);
   }
 
   /** The controller: an informer on BrowserPools feeding this reconciler's keys. */
   controller(): Controller {
     const { namespace, deps } = this.options;
-    const path = namespace === undefined ? `/apis/${GROUP}/${VERSION}/${PLURAL}` : `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${PLURAL}`;
-    const list = () =>
-      namespace === undefined
-        ? this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: PLURAL })
-        : this.api.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURAL });
-    const informer = makeInformer<Resource>(this.options.config, path, list);
-    const source: ControllerSource = { name: PLURAL, informer: informer, keysOf: (object) => [objectKey(object)] };
+    const informer = this.resources.informer(namespace);
+    const source: ControllerSource = { name: PLURAL, informer, keysOf: (object) => [objectKey(object)] };
     return new Controller({
       name: 'browserpool',
       sources: [source],
@@ -128,15 +122,15 @@ export class BrowserPoolReconciler {
   }
 
   async reconcile(key: string): Promise<{ requeueAfterMs?: number }> {
-    const object = await this.read(key);
+    const object = await this.resources.read(key);
     const observed = await this.observe(key, object);
     const plan = planBrowserPool(observed);
     if (plan.ignore) return {};
-    if (plan.finalizer === 'add') await this.setFinalizer(object!, { present: true });
+    if (plan.finalizer === 'add') await this.resources.setFinalizer(object!, FINALIZERS.browserPool, true);
     const refused = await this.execute(key, plan.step);
     const problem = plan.problem ?? refused.problem;
     if (plan.finalizer === 'remove' && refused.done) {
-      await this.setFinalizer(object!, { present: false });
+      await this.resources.setFinalizer(object!, FINALIZERS.browserPool, false);
       this.options.deps.log.info({ resource: key }, 'browser pool drained and deleted; finalizer released');
       this.event(object!, { type: 'Normal', action: 'Drain', reason: EVENT_REASONS.drained, note: 'the pool is drained and deleted; the resource is released' });
       return {};
@@ -151,24 +145,14 @@ export class BrowserPoolReconciler {
       object.status,
       this.options.deps.clock.now(),
     );
-    if (statusChanged(object.status, status)) {
-      await this.writeStatus(object, status);
+    const { namespace, name } = splitKey(key);
+    if (await this.status.write({ kind: 'BrowserPool', plural: PLURAL, namespace: namespace!, name }, object.status, status as unknown as ResourceStatus)) {
       const ready = status.conditions.find((c) => c.type === CONDITION_TYPES.ready)!;
       const event = poolTransitionEvent({ before: readyReasonOf(object.status), after: ready.reason, message: ready.message });
       if (event) this.event(object, event);
     }
     const requeue = refused.done ? requeueAfterMs(plan, status) : REQUEUE_MS.draining;
     return requeue === undefined ? {} : { requeueAfterMs: requeue };
-  }
-
-  private async read(key: string): Promise<Resource | undefined> {
-    const { namespace, name } = splitKey(key);
-    try {
-      return (await this.api.getNamespacedCustomObject({ group: GROUP, version: VERSION, namespace: namespace!, plural: PLURAL, name })) as Resource;
-    } catch (error) {
-      if (statusCode(error) === 404) return undefined;
-      throw error;
-    }
   }
 
   private async observe(key: string, object: Resource | undefined): Promise<Observation> {
@@ -246,43 +230,6 @@ export class BrowserPoolReconciler {
   private event(about: Resource | string, event: EventInput): void {
     const metadata = typeof about === 'string' ? splitKey(about) : (about.metadata ?? {});
     this.options.events?.record(regardingOf('BrowserPool', metadata), event);
-  }
-
-  /** Adds or removes this reconciler's finalizer; the resourceVersion makes a concurrent change fail (409) and retry. */
-  private async setFinalizer(object: Resource, { present }: { present: boolean }): Promise<void> {
-    const metadata = object.metadata!;
-    const others = (metadata.finalizers ?? []).filter((f) => f !== FINALIZERS.browserPool);
-    const finalizers = present ? [...others, FINALIZERS.browserPool] : others;
-    await this.api.patchNamespacedCustomObject(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace: metadata.namespace!,
-        plural: PLURAL,
-        name: metadata.name!,
-        body: { metadata: { finalizers, resourceVersion: metadata.resourceVersion } },
-        fieldManager: FIELD_MANAGERS.operator,
-      },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-    );
-  }
-
-  /** Server-side apply of the whole status under the operator's field manager (fields it no longer sets are removed). */
-  private async writeStatus(object: Resource, status: object): Promise<void> {
-    const metadata = object.metadata!;
-    await this.api.patchNamespacedCustomObjectStatus(
-      {
-        group: GROUP,
-        version: VERSION,
-        namespace: metadata.namespace!,
-        plural: PLURAL,
-        name: metadata.name!,
-        body: { apiVersion: API_VERSION, kind: 'BrowserPool', metadata: { name: metadata.name, namespace: metadata.namespace }, status },
-        fieldManager: FIELD_MANAGERS.operator,
-        force: true,
-      },
-      setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
-    );
   }
 }
 
