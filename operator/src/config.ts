@@ -27,7 +27,19 @@ const browserPodSchema = z.object({
     .transform((value) => value ?? undefined),
   imagePullSecrets: z.array(z.object({ name: z.string() })).nullish(),
   nodeSelector: z.record(z.string(), z.string()).nullish(),
-  tolerations: z.array(z.record(z.string(), z.unknown())).nullish(),
+  // A Kubernetes Toleration, strictly: a misspelt field would otherwise be dropped by the
+  // API server and the pod would sit Pending on the tainted nodes it was meant for.
+  tolerations: z
+    .array(
+      z.strictObject({
+        key: z.string().optional(),
+        operator: z.enum(['Exists', 'Equal']).optional(),
+        value: z.string().optional(),
+        effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
+        tolerationSeconds: z.number().int().optional(),
+      }),
+    )
+    .nullish(),
   runtimeClassName: z.string().nullish(),
 });
 export type BrowserPodSettings = z.infer<typeof browserPodSchema>;
