@@ -1,7 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
 import { ApiException, CoreV1Api, NodeV1Api, type V1Pod, type V1Taint } from '@kubernetes/client-node';
 import pino from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -9,9 +7,10 @@ import { browserPodName, type BrowserPodOptions } from '../../operator/src/k8s/b
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
 import { createLaunchSecret, createSession, deleteSession, launchSpec, newSessionId, readSession, waitUntil } from './support/browser-sessions.js';
-import { ROOT, renderChart, valuesFile, writeKubeconfig } from './support/helm.js';
+import { renderChart, valuesFile, writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent, type NodeAgentOptions } from './support/node-agent.js';
+import { assertOperatorBuilt, OPERATOR_LEASE_TIMINGS_UNSET, startOperatorProcess } from './support/operator-process.js';
 
 // Where browser pods run: the browser pod settings (BROWSERPLANE_BROWSER_POD) placed on
 // real pods, judged by the real API server's admission and by the node agent's scheduler
@@ -173,8 +172,7 @@ describe('browser pod placement', () => {
   });
 
   it('places the chart’s browsers values on the pods the built operator creates for BrowserSessions', slow, async () => {
-    const main = path.join(ROOT, 'dist/operator/src/main.js');
-    if (!existsSync(main)) throw new Error(`${main} is missing: run make build first`);
+    assertOperatorBuilt();
     await installCrds();
     const namespace = await freshNamespace('place');
     const runtimeClass = `bp-chart-${randomBytes(4).toString('hex')}`;
@@ -197,23 +195,13 @@ describe('browser pod placement', () => {
     const browserPodSettings = env.find((variable) => variable.name === 'BROWSERPLANE_BROWSER_POD')!.value!;
 
     const gpu = await node(namespace, 'gpu', { addresses: { first: 228, last: 229 }, labels: { pool: 'gpu' }, taints: [{ key: 'browserplane.dev/browsers', effect: 'NoSchedule' }] });
-    const operator = spawn(process.execPath, [main], {
-      env: {
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
-        HOME: process.env.HOME ?? '/tmp',
-        KUBECONFIG: writeKubeconfig(),
-        POD_NAME: 'operator-placement',
-        POD_NAMESPACE: namespace,
-        BROWSERPLANE_OPERATOR_HEALTH_HOST: '127.0.0.1',
-        BROWSERPLANE_OPERATOR_HEALTH_PORT: '0',
-        BROWSERPLANE_BROWSER_POD: browserPodSettings,
-        BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000',
-        BROWSERPLANE_BROWSER_TERMINATE_GRACE_MS: '5000',
-        LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', 'ignore', 'inherit'],
+    const operator = startOperatorProcess({
+      kubeconfig: writeKubeconfig(),
+      namespace,
+      identity: 'operator-placement',
+      env: { ...OPERATOR_LEASE_TIMINGS_UNSET, BROWSERPLANE_OPERATOR_RESYNC_SECONDS: undefined, BROWSERPLANE_BROWSER_POD: browserPodSettings, LOG_LEVEL: 'warn' },
     });
-    operators.push(operator);
+    operators.push(operator.child);
 
     const id = newSessionId();
     const session = await createSession(namespace, id);

@@ -1,5 +1,3 @@
-import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,9 +11,10 @@ import { REPORTING_CONTROLLER } from '../../operator/src/reconcilers/transition-
 import { AUTH_CONNECTION_FINALIZER, READY_REASONS } from '../../operator/src/reconcilers/auth-connection-plan.js';
 import { PASSWORD, startLoginSites, USERNAME, type LoginSites } from '../fixtures/login-sites/server.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { ROOT, writeKubeconfig } from './support/helm.js';
+import { writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY } from './support/node-agent.js';
+import { assertOperatorBuilt, OPERATOR_LEASE_TIMINGS_UNSET, startOperatorProcess } from './support/operator-process.js';
 
 /**
  * GitOps auth connections, end to end: a real API server, real Postgres, the API app
@@ -254,30 +253,24 @@ describe('AuthConnection resources applied with kubectl', () => {
 
 describe('the built operator process', () => {
   it('runs the AuthConnection reconciler when it has DATABASE_URL: apply makes the connection, kubectl delete removes it', async () => {
-    const main = path.join(ROOT, 'dist/operator/src/main.js');
-    if (!existsSync(main)) throw new Error(`${main} is missing: run make build first`);
+    assertOperatorBuilt();
     const ns = await freshNamespace('authconn-op');
     const dataDir = await mkdtemp(path.join(os.tmpdir(), 'authconn-operator-'));
-    let output = '';
-    const operator = spawn(process.execPath, [main], {
+    const operator = startOperatorProcess({
+      kubeconfig: writeKubeconfig(),
+      namespace: ns,
+      identity: 'operator-authconn',
+      databaseUrl: app.database.url,
       env: {
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
-        HOME: process.env.HOME ?? '/tmp',
-        KUBECONFIG: writeKubeconfig(),
-        DATABASE_URL: app.database.url,
+        ...OPERATOR_LEASE_TIMINGS_UNSET,
+        BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: undefined,
+        BROWSERPLANE_BROWSER_TERMINATE_GRACE_MS: undefined,
+        BROWSERPLANE_OPERATOR_RESYNC_SECONDS: undefined,
         BROWSERPLANE_DATA_DIR: dataDir,
-        POD_NAME: 'operator-authconn',
-        POD_NAMESPACE: ns,
-        BROWSERPLANE_OPERATOR_LEASE: 'browserplane-operator',
-        BROWSERPLANE_OPERATOR_HEALTH_HOST: '127.0.0.1',
-        BROWSERPLANE_OPERATOR_HEALTH_PORT: '0',
         BROWSERPLANE_BROWSER_POD: JSON.stringify({ image: `${BROWSER_IMAGE_REPOSITORY}:test`, imagePullPolicy: 'IfNotPresent' }),
-        LOG_LEVEL: 'info',
       },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stderr: 'lines',
     });
-    operator.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    operator.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
     try {
       await apply('from-process', { domain: sites.domain('totp'), profileName: 'process-made', healthChecks: false }, ns);
       const made = await eventually(
@@ -288,7 +281,7 @@ describe('the built operator process', () => {
         },
         WAIT_MS,
       ).catch((error: unknown) => {
-        throw new Error(`${error instanceof Error ? error.message : String(error)}\n--- operator\n${output.slice(-3000)}`);
+        throw new Error(`${error instanceof Error ? error.message : String(error)}\n--- operator\n${operator.logTail()}`);
       });
       const id = made.status!.connectionId!;
       expect(await app.tenant.http.get(`/auth/connections/${id}`)).toMatchObject({ status: 200, body: { domain: sites.domain('totp'), profile_name: 'process-made', health_checks: false } });
@@ -298,9 +291,9 @@ describe('the built operator process', () => {
       await eventually('the resource gone', async () => (await getResource('from-process', ns)) === undefined);
       expect(await connectionRows({ id })).toEqual([]);
     } finally {
-      if (operator.exitCode === null) {
-        operator.kill('SIGTERM');
-        await new Promise((resolve) => operator.once('exit', resolve));
+      if (operator.child.exitCode === null) {
+        operator.child.kill('SIGTERM');
+        await operator.exited;
       }
       await rm(dataDir, { recursive: true, force: true });
     }

@@ -1,9 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createInterface } from 'node:readline';
 import { CoreV1Api } from '@kubernetes/client-node';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -12,9 +9,10 @@ import { API_VERSION, FINALIZERS, LABELS, PLURALS } from '../../operator/src/k8s
 import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
 import { freshDatabase, type TestDatabase } from '../support/database.js';
 import { waitUntil } from './support/browser-sessions.js';
-import { ROOT, writeKubeconfig } from './support/helm.js';
+import { writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
+import { assertOperatorBuilt, startOperatorProcess, type OperatorProcess } from './support/operator-process.js';
 
 // Operator crashes in the middle of a BrowserPool reconcile, through the real processes:
 // the built API in Kubernetes mode fills the pool and leases its browsers; built operator
@@ -23,35 +21,17 @@ import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './supp
 // at chosen points. Every scenario ends with what a finished reconcile leaves: one pool row
 // per resource while it lives; after kubectl delete, no row, no resource, no browsers.
 
-const MAIN = path.join(ROOT, 'dist/operator/src/main.js');
 let namespace: string;
 let node: NodeAgent;
 let database: TestDatabase;
 let service: RunningService;
 let kubeconfig: string;
 let operatorDataDir: string;
-const operators: Operator[] = [];
+const operators: OperatorProcess[] = [];
 const core = kubeConfig().makeApiClient(CoreV1Api);
 
-interface LogLine {
-  msg: string;
-  leader?: string;
-  resource?: string;
-  controller?: string;
-  err?: { message?: string };
-  at: number;
-}
-
-interface Operator {
-  identity: string;
-  child: ChildProcess;
-  lines: LogLine[];
-  exited: Promise<number | null>;
-  waitFor(matches: (line: LogLine) => boolean, what: string, timeoutMs?: number): Promise<LogLine>;
-}
-
 beforeAll(async () => {
-  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run make build first`);
+  assertOperatorBuilt();
   await installCrds();
   namespace = await freshNamespace('poolfail');
   node = await startNodeAgent({ config: kubeConfig(), nodeName: `node-${namespace}`, namespaces: [namespace], addresses: { first: 200, last: 219 }, log: { info: () => {}, warn: () => {} } });
@@ -78,70 +58,27 @@ afterAll(async () => {
   if (operatorDataDir) await rm(operatorDataDir, { recursive: true, force: true });
 }, 120_000);
 
-function startOperator(identity: string): Operator {
-  const child = spawn(process.execPath, [MAIN], {
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: process.env.HOME ?? '/tmp',
-      KUBECONFIG: kubeconfig,
-      DATABASE_URL: database.url,
-      BROWSERPLANE_DATA_DIR: operatorDataDir,
-      POD_NAME: identity,
-      POD_NAMESPACE: namespace,
-      BROWSERPLANE_OPERATOR_LEASE: 'browserplane-operator',
-      BROWSERPLANE_LEASE_DURATION_SECONDS: '4',
-      BROWSERPLANE_LEASE_RENEW_DEADLINE_SECONDS: '3',
-      BROWSERPLANE_LEASE_RETRY_PERIOD_SECONDS: '0.5',
-      BROWSERPLANE_OPERATOR_HEALTH_HOST: '127.0.0.1',
-      BROWSERPLANE_OPERATOR_HEALTH_PORT: '0',
-      BROWSERPLANE_BROWSER_POD: JSON.stringify({ image: `${BROWSER_IMAGE_REPOSITORY}:test`, imagePullPolicy: 'IfNotPresent' }),
-      BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000',
-      BROWSERPLANE_BROWSER_TERMINATE_GRACE_MS: '5000',
-      BROWSERPLANE_OPERATOR_RESYNC_SECONDS: '5',
-      LOG_LEVEL: 'info',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: LogLine[] = [];
-  const record = (text: string) => {
-    try {
-      lines.push({ ...(JSON.parse(text) as LogLine), at: Date.now() });
-    } catch {
-      lines.push({ msg: text, at: Date.now() });
-    }
-  };
-  createInterface({ input: child.stdout }).on('line', record);
-  createInterface({ input: child.stderr }).on('line', record);
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const operator: Operator = {
+function startOperator(identity: string): OperatorProcess {
+  const operator = startOperatorProcess({
+    kubeconfig,
+    namespace,
     identity,
-    child,
-    lines,
-    exited,
-    async waitFor(matches, what, timeoutMs = 60_000) {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const found = lines.find(matches);
-        if (found) return found;
-        if (Date.now() > deadline) {
-          const seen = lines.slice(-40).map(({ at: _at, ...line }) => JSON.stringify(line).slice(0, 400));
-          throw new Error(`${identity}: no ${what} within ${timeoutMs} ms; its last log lines:\n${seen.join('\n')}`);
-        }
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    },
-  };
+    databaseUrl: database.url,
+    env: { BROWSERPLANE_DATA_DIR: operatorDataDir, BROWSERPLANE_BROWSER_POD: JSON.stringify({ image: `${BROWSER_IMAGE_REPOSITORY}:test`, imagePullPolicy: 'IfNotPresent' }) },
+    stderr: 'lines',
+  });
   operators.push(operator);
   return operator;
 }
 
-const leading = (operator: Operator) => operator.waitFor((line) => line.msg === 'leading: starting controllers', 'leadership');
-const observes = (operator: Operator, leader: Operator) => operator.waitFor((line) => line.msg === 'leader observed' && line.leader === leader.identity, `${leader.identity} observed as leader`);
-const finishedDrain = (operator: Operator, name: string) =>
+const leading = (operator: OperatorProcess) => operator.waitFor('leading: starting controllers', 'leadership', 60_000);
+const observes = (operator: OperatorProcess, leader: OperatorProcess) =>
+  operator.waitFor((line) => line.msg === 'leader observed' && line.leader === leader.identity, `${leader.identity} observed as leader`, 60_000);
+const finishedDrain = (operator: OperatorProcess, name: string) =>
   operator.waitFor((line) => line.msg === 'browser pool drained and deleted; finalizer released' && line.resource === `${namespace}/${name}`, `the drain of ${name} finished`, 5_000);
 
 /** An elected operator and a standby that saw it elected. */
-async function leaderAndStandby(a: string, b: string): Promise<[Operator, Operator]> {
+async function leaderAndStandby(a: string, b: string): Promise<[OperatorProcess, OperatorProcess]> {
   const leader = startOperator(a);
   await leading(leader);
   const standby = startOperator(b);
@@ -149,12 +86,12 @@ async function leaderAndStandby(a: string, b: string): Promise<[Operator, Operat
   return [leader, standby];
 }
 
-async function stop(operator: Operator): Promise<void> {
+async function stop(operator: OperatorProcess): Promise<void> {
   operator.child.kill('SIGTERM');
   expect(await operator.exited).toBe(0);
 }
 
-async function kill(operator: Operator): Promise<number> {
+async function kill(operator: OperatorProcess): Promise<number> {
   operator.child.kill('SIGKILL');
   const at = Date.now();
   expect(await operator.exited).toBeNull();
@@ -367,7 +304,7 @@ describe('operator crashes in the middle of a BrowserPool reconcile', () => {
       await waitUntil(statusWriteRefused(name), (refused) => refused, 'status writes refused by the admission policy', 30_000);
       const [a, b] = await leaderAndStandby('pool-operator-f', 'pool-operator-g');
       const [written] = await waitUntil(() => poolRows(name), (rows) => rows.length > 0, "the leader's pool row", 60_000);
-      await a.waitFor((line) => line.msg === 'reconcile failed; retrying with backoff' && line.resource === `${namespace}/${name}` && /HTTP-Code: 403/.test(line.err?.message ?? ''), 'a refused status write');
+      await a.waitFor((line) => line.msg === 'reconcile failed; retrying with backoff' && line.resource === `${namespace}/${name}` && /HTTP-Code: 403/.test(line.err?.message ?? ''), 'a refused status write', 60_000);
       expect((await readPool(name))?.status, 'no status: the reconcile never finished').toBeUndefined();
       const killedAt = await kill(a);
 

@@ -1,5 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -9,9 +7,10 @@ import { API_VERSION, LABELS, PLURALS } from '../../operator/src/k8s/resources.j
 import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
 import { freshDatabase, type TestDatabase } from '../support/database.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
-import { ROOT, writeKubeconfig } from './support/helm.js';
+import { writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
+import { assertOperatorBuilt, OPERATOR_LEASE_TIMINGS_UNSET, startOperatorProcess, type OperatorProcess } from './support/operator-process.js';
 
 // The GitOps path through the real processes: a BrowserPool applied as kubectl applies it;
 // the built operator (with DATABASE_URL) reconciles it into a pool row; the built API in
@@ -19,13 +18,11 @@ import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './supp
 // pod on the suite's node agent (real agent, real Chromium); a client leases one through
 // the SDK and drives it over CDP through the API; kubectl delete drains the pool.
 
-const MAIN = path.join(ROOT, 'dist/operator/src/main.js');
 let namespace: string;
 let node: NodeAgent;
 let database: TestDatabase;
 let service: RunningService;
-let operator: ChildProcess;
-let operatorOutput = '';
+let operator: OperatorProcess | undefined;
 let operatorDataDir: string;
 let pages: TestPageServer;
 
@@ -41,13 +38,13 @@ async function eventually<T>(what: string, timeoutMs: number, check: () => Promi
     } catch (error) {
       last = error instanceof Error ? error.message : String(error);
     }
-    if (Date.now() > deadline) throw new Error(`${what} not within ${timeoutMs} ms (${last})\n--- operator\n${operatorOutput.slice(-3000)}`);
+    if (Date.now() > deadline) throw new Error(`${what} not within ${timeoutMs} ms (${last})\n--- operator\n${operator?.logTail()}`);
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }
 
 beforeAll(async () => {
-  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run make build first`);
+  assertOperatorBuilt();
   await installCrds();
   namespace = await freshNamespace('gitops');
   node = await startNodeAgent({ config: kubeConfig(), nodeName: `node-${namespace}`, namespaces: [namespace], addresses: { first: 160, last: 179 }, log: { info: () => {}, warn: () => {} } });
@@ -58,34 +55,24 @@ beforeAll(async () => {
     env: { DATABASE_URL: database.url, BROWSERPLANE_RUNTIME: 'kubernetes', KUBECONFIG: kubeconfig, BROWSERPLANE_NAMESPACE: namespace, BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000' },
   });
   operatorDataDir = await mkdtemp(path.join(os.tmpdir(), 'gitops-operator-'));
-  operator = spawn(process.execPath, [MAIN], {
+  operator = startOperatorProcess({
+    kubeconfig,
+    namespace,
+    identity: 'operator-gitops',
+    databaseUrl: database.url,
     env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: process.env.HOME ?? '/tmp',
-      KUBECONFIG: kubeconfig,
-      DATABASE_URL: database.url,
+      ...OPERATOR_LEASE_TIMINGS_UNSET,
       BROWSERPLANE_DATA_DIR: operatorDataDir,
-      POD_NAME: 'operator-gitops',
-      POD_NAMESPACE: namespace,
-      BROWSERPLANE_OPERATOR_LEASE: 'browserplane-operator',
-      BROWSERPLANE_OPERATOR_HEALTH_HOST: '127.0.0.1',
-      BROWSERPLANE_OPERATOR_HEALTH_PORT: '0',
       BROWSERPLANE_BROWSER_POD: JSON.stringify({ image: `${BROWSER_IMAGE_REPOSITORY}:test`, imagePullPolicy: 'IfNotPresent' }),
-      BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000',
-      BROWSERPLANE_BROWSER_TERMINATE_GRACE_MS: '5000',
-      BROWSERPLANE_OPERATOR_RESYNC_SECONDS: '5',
-      LOG_LEVEL: 'info',
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stderr: 'lines',
   });
-  operator.stdout!.on('data', (chunk: Buffer) => (operatorOutput += chunk.toString()));
-  operator.stderr!.on('data', (chunk: Buffer) => (operatorOutput += chunk.toString()));
 }, 180_000);
 afterAll(async () => {
   await cleanupServices();
-  if (operator && operator.exitCode === null) {
-    operator.kill('SIGTERM');
-    await new Promise((resolve) => operator.once('exit', resolve));
+  if (operator && operator.child.exitCode === null) {
+    operator.child.kill('SIGTERM');
+    await operator.exited;
   }
   await node?.stop();
   await pages?.close();

@@ -1,7 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { createInterface } from 'node:readline';
+import type { ChildProcess } from 'node:child_process';
 import { CoreV1Api, EventsV1Api, type EventsV1Event } from '@kubernetes/client-node';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -13,10 +10,11 @@ import { createBrowserSessionReconciler, type BrowserSessionReconciler } from '.
 import { REPORTING_CONTROLLER } from '../../operator/src/reconcilers/transition-events.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
 import { createLaunchSecret, createSession, deleteSession, launchSpec, newSessionId, readSession, waitUntil } from './support/browser-sessions.js';
-import { canI, renderChart, ROOT, serverSideApply, writeKubeconfig, type KubeObject } from './support/helm.js';
+import { canI, renderChart, serverSideApply, writeKubeconfig, type KubeObject } from './support/helm.js';
 import { startTestApp } from '../support/test-app.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, defaultImages, startNodeAgent, type NodeAgent } from './support/node-agent.js';
+import { startOperatorProcess } from './support/operator-process.js';
 
 // Events and /metrics of the operator against the real API server: in-process
 // BrowserSession reconcilers with an event recorder (one namespace each: a browser that
@@ -25,7 +23,6 @@ import { BROWSER_IMAGE_REPOSITORY, defaultImages, startNodeAgent, type NodeAgent
 // the suite's node agent on 127.0.0.230–239.
 
 const CRASHING_IMAGE = 'browserplane/crashing';
-const MAIN = path.join(ROOT, 'dist/operator/src/main.js');
 const quiet = { info: () => {}, warn: () => {} };
 const eventsApi = kubeConfig().makeApiClient(EventsV1Api);
 const core = kubeConfig().makeApiClient(CoreV1Api);
@@ -248,45 +245,22 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
 
 describe('the operator process', () => {
   it('serves /metrics with its queues, reconciles and leadership, and records Events as its pod', async () => {
-    if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run make build first`);
     const identity = 'operator-metrics';
-    const child = spawn(process.execPath, [MAIN], {
-      env: {
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
-        HOME: process.env.HOME ?? '/tmp',
-        KUBECONFIG: writeKubeconfig(),
-        POD_NAME: identity,
-        POD_NAMESPACE: processNamespace,
-        BROWSERPLANE_LEASE_DURATION_SECONDS: '4',
-        BROWSERPLANE_LEASE_RENEW_DEADLINE_SECONDS: '3',
-        BROWSERPLANE_LEASE_RETRY_PERIOD_SECONDS: '0.5',
-        BROWSERPLANE_OPERATOR_HEALTH_HOST: '127.0.0.1',
-        BROWSERPLANE_OPERATOR_HEALTH_PORT: '0',
-        BROWSERPLANE_BROWSER_POD: JSON.stringify({ image: `${BROWSER_IMAGE_REPOSITORY}:test` }),
-        BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000',
-        BROWSERPLANE_BROWSER_TERMINATE_GRACE_MS: '5000',
-        BROWSERPLANE_OPERATOR_RESYNC_SECONDS: '5',
-        LOG_LEVEL: 'info',
-      },
-      stdio: ['ignore', 'pipe', 'inherit'],
+    const operator = startOperatorProcess({
+      kubeconfig: writeKubeconfig(),
+      namespace: processNamespace,
+      identity,
+      env: { BROWSERPLANE_BROWSER_POD: JSON.stringify({ image: `${BROWSER_IMAGE_REPOSITORY}:test` }) },
     });
-    children.push(child);
-    const lines: { msg: string; port?: number }[] = [];
-    createInterface({ input: child.stdout }).on('line', (text) => {
-      try {
-        lines.push(JSON.parse(text) as { msg: string; port?: number });
-      } catch {
-        lines.push({ msg: text });
-      }
-    });
-    const started = await waitUntil(() => Promise.resolve(lines.find((line) => line.msg === 'operator started; campaigning')), Boolean, 'operator started', 30_000);
+    children.push(operator.child);
+    const started = await operator.waitFor('operator started; campaigning');
     const scrape = async () => {
-      const response = await fetch(`http://127.0.0.1:${started!.port}/metrics`);
+      const response = await fetch(`http://127.0.0.1:${started.port}/metrics`);
       expect(response.status).toBe(200);
       expect(response.headers.get('content-type')).toContain('text/plain');
       return response.text();
     };
-    await waitUntil(() => Promise.resolve(lines.find((line) => line.msg === 'caches synced; reconciling')), Boolean, 'leading with synced caches', 30_000);
+    await operator.waitFor('caches synced; reconciling', 'leading with synced caches');
 
     const { name, uid } = await runningSession(processNamespace);
     const text = await scrape();
@@ -315,8 +289,8 @@ describe('the operator process', () => {
 
     await deleteSession(processNamespace, name);
     await waitUntil(() => readSession(processNamespace, name), (r) => r === undefined, 'deleted', 60_000);
-    child.kill('SIGTERM');
-    expect(await new Promise((resolve) => child.once('exit', resolve))).toBe(0);
+    operator.child.kill('SIGTERM');
+    expect(await operator.exited).toBe(0);
     expect(await core.listNamespacedPod({ namespace: processNamespace }).then((pods) => pods.items)).toEqual([]);
   });
 });

@@ -1,42 +1,20 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { createInterface } from 'node:readline';
+import type { ChildProcess } from 'node:child_process';
 import { CoordinationV1Api, CoreV1Api, V1MicroTime, type V1Pod } from '@kubernetes/client-node';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CDP_PATH } from '../../agent/src/server.js';
 import { browserPodName } from '../../operator/src/k8s/browser-pod.js';
 import { createLaunchSecret, createSession, deleteSession, launchSpec, newSessionId, readSession, waitUntil } from './support/browser-sessions.js';
-import { ROOT, writeKubeconfig } from './support/helm.js';
+import { writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig } from './support/kube.js';
-import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
+import { startNodeAgent, type NodeAgent } from './support/node-agent.js';
+import { assertOperatorBuilt, startOperatorProcess, type OperatorProcess } from './support/operator-process.js';
 
 // Two built operator processes (dist/operator/src/main.js) per scenario against the real
 // API server, campaigning for one Lease with short timings (lease 4 s, renew deadline 3 s,
 // retry 0.5 s); the crash is a SIGKILL. Browser pods run under the suite's node agent.
 
-const MAIN = path.join(ROOT, 'dist/operator/src/main.js');
 const LEASE = 'browserplane-operator';
-
-interface LogLine {
-  msg: string;
-  level: string;
-  time: string;
-  leader?: string;
-  port?: number;
-  controller?: string;
-  at: number;
-}
-
-interface Operator {
-  identity: string;
-  child: ChildProcess;
-  lines: LogLine[];
-  exited: Promise<number | null>;
-  waitFor(message: string | ((line: LogLine) => boolean), timeoutMs?: number): Promise<LogLine>;
-  health(route: string): Promise<{ status: number; body: { status: string; role: string } }>;
-}
 
 const children: ChildProcess[] = [];
 let node: NodeAgent;
@@ -45,7 +23,7 @@ const core = kubeConfig().makeApiClient(CoreV1Api);
 const namespaces: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(MAIN)) throw new Error(`${MAIN} is missing: run make build first`);
+  assertOperatorBuilt();
   await installCrds();
   namespaces.push(await freshNamespace('opfail'), await freshNamespace('ophand'));
   node = await startNodeAgent({ config: kubeConfig(), nodeName: `node-${namespaces[0]}`, namespaces, addresses: { first: 120, last: 139 }, log: { info: () => {}, warn: () => {} } });
@@ -56,69 +34,14 @@ afterAll(async () => {
   await node?.stop();
 });
 
-function startOperator(namespace: string, identity: string): Operator {
-  const child = spawn(process.execPath, [MAIN], {
-    env: {
-      PATH: process.env.PATH ?? '/usr/bin:/bin',
-      HOME: process.env.HOME ?? '/tmp',
-      KUBECONFIG: kubeconfig,
-      POD_NAME: identity,
-      POD_NAMESPACE: namespace,
-      BROWSERPLANE_OPERATOR_LEASE: LEASE,
-      BROWSERPLANE_LEASE_DURATION_SECONDS: '4',
-      BROWSERPLANE_LEASE_RENEW_DEADLINE_SECONDS: '3',
-      BROWSERPLANE_LEASE_RETRY_PERIOD_SECONDS: '0.5',
-      BROWSERPLANE_OPERATOR_HEALTH_HOST: '127.0.0.1',
-      BROWSERPLANE_OPERATOR_HEALTH_PORT: '0',
-      BROWSERPLANE_BROWSER_POD: JSON.stringify({ image: `${BROWSER_IMAGE_REPOSITORY}:test`, imagePullPolicy: 'IfNotPresent', nodeSelector: {}, tolerations: [] }),
-      BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000',
-      BROWSERPLANE_BROWSER_TERMINATE_GRACE_MS: '5000',
-      BROWSERPLANE_OPERATOR_RESYNC_SECONDS: '5',
-      LOG_LEVEL: 'info',
-    },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.push(child);
-  const lines: LogLine[] = [];
-  const waiters: (() => void)[] = [];
-  createInterface({ input: child.stdout }).on('line', (text) => {
-    try {
-      lines.push({ ...(JSON.parse(text) as LogLine), at: Date.now() });
-    } catch {
-      lines.push({ msg: text, level: 'raw', time: '', at: Date.now() });
-    }
-    waiters.splice(0).forEach((wake) => wake());
-  });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const operator: Operator = {
-    identity,
-    child,
-    lines,
-    exited,
-    async waitFor(message, timeoutMs = 30_000) {
-      const matches = typeof message === 'string' ? (line: LogLine) => line.msg === message : message;
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const found = lines.find(matches);
-        if (found) return found;
-        if (Date.now() > deadline) throw new Error(`${identity}: no ${String(message)} within ${timeoutMs} ms; saw ${lines.map((l) => l.msg).join(' | ')}`);
-        await new Promise<void>((resolve) => {
-          waiters.push(resolve);
-          setTimeout(resolve, 200);
-        });
-      }
-    },
-    async health(route) {
-      const { port } = await operator.waitFor('operator started; campaigning');
-      const response = await fetch(`http://127.0.0.1:${port}${route}`);
-      return { status: response.status, body: (await response.json()) as { status: string; role: string } };
-    },
-  };
+function startOperator(namespace: string, identity: string): OperatorProcess {
+  const operator = startOperatorProcess({ kubeconfig, namespace, identity, env: { BROWSERPLANE_OPERATOR_LEASE: LEASE } });
+  children.push(operator.child);
   return operator;
 }
 
-const leading = (operator: Operator) => operator.waitFor('leading: starting controllers');
-const synced = (operator: Operator) => operator.waitFor((line) => line.msg === 'caches synced; reconciling' && line.controller === 'browser-sessions');
+const leading = (operator: OperatorProcess) => operator.waitFor('leading: starting controllers');
+const synced = (operator: OperatorProcess) => operator.waitFor((line) => line.msg === 'caches synced; reconciling' && line.controller === 'browser-sessions');
 const podsOf = async (namespace: string, id: string): Promise<V1Pod[]> =>
   (await core.listNamespacedPod({ namespace, labelSelector: 'browserplane.dev/browser-id' })).items.filter((p) => p.metadata?.annotations?.['browserplane.dev/browser-id'] === id);
 
