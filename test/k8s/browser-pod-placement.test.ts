@@ -65,17 +65,7 @@ function runtime(namespace: string, pod: Omit<BrowserPodOptions, 'namespace' | '
 
 let counter = 0;
 function spec(): BrowserLaunchSpec {
-  return {
-    browserId: `bs_pl${++counter}${Date.now().toString(36)}`,
-    orgId: 'org_a',
-    projectId: 'proj_a',
-    headless: true,
-    stealth: false,
-    kioskMode: false,
-    viewport: { width: 1024, height: 768 },
-    chromePolicy: {},
-    labels: {},
-  };
+  return launchSpec(`bs_pl${++counter}${Date.now().toString(36)}`);
 }
 
 async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
