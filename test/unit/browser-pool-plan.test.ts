@@ -9,13 +9,13 @@ import {
   READY_REASONS,
   REQUEUE_MS,
   requeueAfterMs,
-  statusChanged,
   statusOf,
   type Observation,
   type ObservedPool,
   type ObservedResource,
   type Plan,
 } from '../../operator/src/reconcilers/browser-pool-plan.js';
+import { sameJson } from '../../operator/src/reconcilers/status.js';
 
 // Table tests of the BrowserPool reconciler's decisions: spec → pool body, stored config →
 // PATCH, observation → plan, and the status it reports. No cluster, no database.
@@ -200,10 +200,11 @@ describe('statusOf', () => {
     const input = { generation: 1, deleting: false, pool: pool({ availableCount: 1 }), problem: undefined };
     const first = statusOf(input, undefined, now);
     const again = statusOf(input, first, later);
-    expect(statusChanged(first, again)).toBe(false);
+    // The status writer writes only what differs: the same state reads back equal.
+    expect(sameJson(first, again)).toBe(true);
     const moreWarm = statusOf({ ...input, pool: pool({ availableCount: 1, acquiredCount: 0, size: 3 }) }, first, later);
     expect(ready(moreWarm).lastTransitionTime).toBe(now.toISOString());
-    expect(statusChanged(first, moreWarm)).toBe(true);
+    expect(sameJson(first, moreWarm)).toBe(false);
     const full = statusOf({ ...input, pool: pool() }, first, later);
     expect(ready(full).lastTransitionTime).toBe(later.toISOString());
   });

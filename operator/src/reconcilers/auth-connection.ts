@@ -11,7 +11,7 @@
  * channel the SSE stream follows), and every few seconds as a fallback. Each reconcile:
  * observe → plan (auth-connection-plan.ts, pure) → execute → report.
  */
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import type { AppDeps } from '../../../api/src/app-deps.js';
 import type { AuthContext } from '../../../api/src/http/auth-context.js';
 import { AppError } from '../../../api/src/http/errors.js';
@@ -19,8 +19,6 @@ import { changeConnection, connectionChannel, createConnection, removeConnection
 import { findManagedConnection, listConnections } from '../../../api/src/modules/auth-connections/store.js';
 import { Controller, objectKey, splitKey, type ControllerSource } from '../k8s/controller.js';
 import { ANNOTATIONS, FIELD_MANAGERS, PLURALS } from '../k8s/resources.js';
-import type { EventRecorder } from '../k8s/event-recorder.js';
-import type { ControllerMetrics } from '../k8s/controller.js';
 import {
   AUTH_CONNECTION_FINALIZER,
   CONDITION_TYPES,
@@ -36,24 +34,13 @@ import {
   type Scope,
 } from './auth-connection-plan.js';
 import { manifestOwnerOf } from './browser-pool.js';
-import { resourceClient, type ResourceClient } from './resource-client.js';
+import { resourceClient, type GitOpsReconcilerOptions, type ResourceClient } from './resource-client.js';
 import { statusWriter, type ResourceStatus, type StatusWriter } from './status.js';
 import { connectionTransitionEvent, readyReasonOf, regardingOf } from './transition-events.js';
 
 const PLURAL = PLURALS.AuthConnection;
 
-export interface AuthConnectionReconcilerOptions {
-  config: KubeConfig;
-  /** The namespace whose AuthConnections are reconciled; all namespaces when omitted. */
-  namespace?: string | undefined;
-  /** The API's dependencies (database, clock, log, event hub…), composed as the API composes them. */
-  deps: AppDeps;
-  workers?: number;
-  resyncMs?: number;
-  /** Kubernetes Events at transitions (kubectl describe); none without. */
-  events?: EventRecorder;
-  metrics?: ControllerMetrics;
-}
+export type AuthConnectionReconcilerOptions = GitOpsReconcilerOptions;
 
 type Resource = KubernetesObject & { spec?: unknown; status?: ResourceStatus };
 

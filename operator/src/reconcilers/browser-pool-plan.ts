@@ -20,6 +20,7 @@ import {
   type UpdatePoolInput,
 } from '../../../api/src/modules/browser-pools/schema.js';
 import { wireBodyOf, wireSchemaOf } from '../k8s/structural-schema.js';
+import { sameJson } from './status.js';
 
 /** Reasons of the Ready condition. */
 export const READY_REASONS = {
@@ -87,16 +88,6 @@ function effective(config: Record<string, unknown>) {
 }
 
 type Effective = ReturnType<typeof effective>;
-
-/** Deep equality of JSON values, key order ignored. */
-export function sameJson(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  const ka = Object.keys(a).filter((k) => (a as Record<string, unknown>)[k] !== undefined);
-  const kb = Object.keys(b).filter((k) => (b as Record<string, unknown>)[k] !== undefined);
-  return ka.length === kb.length && ka.every((k) => sameJson((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
-}
 
 /** The PATCH value that sets a field to its desired effective value (clearing where the API clears). */
 function patchValue(field: keyof Effective, value: Effective[keyof Effective]): unknown {
@@ -309,11 +300,6 @@ export function statusOf(input: StatusInput, previous: Partial<BrowserPoolStatus
       : {}),
     conditions,
   };
-}
-
-/** Whether the stored status differs from the one to report (so it is written only then). */
-export function statusChanged(stored: unknown, next: BrowserPoolStatus): boolean {
-  return !sameJson(stored ?? {}, next);
 }
 
 /**

@@ -9,8 +9,7 @@
  * resource is deleted. Each reconcile: observe → plan (browser-pool-plan.ts, pure) →
  * execute → report.
  */
-import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
-import type { AppDeps } from '../../../api/src/app-deps.js';
+import type { KubernetesObject } from '@kubernetes/client-node';
 import { AppError } from '../../../api/src/http/errors.js';
 import { foldName } from '../../../api/src/ids.js';
 import { terminateGraceMs } from '../../../api/src/modules/browsers/service.js';
@@ -20,11 +19,11 @@ import { findManagedPool, findPool, type PoolRow } from '../../../api/src/module
 import type { Queryable } from '../../../api/src/db/pool.js';
 import { firstOrg, type OrgRow } from '../../../api/src/modules/orgs/store.js';
 import { findDefaultProject, findProject, type ProjectRow } from '../../../api/src/modules/projects/store.js';
-import { Controller, objectKey, splitKey, type ControllerMetrics, type ControllerSource } from '../k8s/controller.js';
-import type { EventInput, EventRecorder } from '../k8s/event-recorder.js';
+import { Controller, objectKey, splitKey, type ControllerSource } from '../k8s/controller.js';
+import type { EventInput } from '../k8s/event-recorder.js';
 import { ANNOTATIONS, FINALIZERS, PLURALS } from '../k8s/resources.js';
 import { EVENT_REASONS, poolTransitionEvent, readyReasonOf, regardingOf } from './transition-events.js';
-import { resourceClient, type ResourceClient } from './resource-client.js';
+import { resourceClient, type GitOpsReconcilerOptions, type ResourceClient } from './resource-client.js';
 import { statusWriter, type ResourceStatus, type StatusWriter } from './status.js';
 import {
   CONDITION_TYPES,
@@ -43,18 +42,7 @@ import {
 
 const PLURAL = PLURALS.BrowserPool;
 
-export interface BrowserPoolReconcilerOptions {
-  config: KubeConfig;
-  /** The namespace whose BrowserPools are reconciled; all namespaces when omitted. */
-  namespace?: string | undefined;
-  /** The API's dependencies (database, clock, log, runtime…), composed as the API composes them. */
-  deps: AppDeps;
-  workers?: number;
-  resyncMs?: number;
-  /** Kubernetes Events at transitions (kubectl describe); none without. */
-  events?: EventRecorder;
-  metrics?: ControllerMetrics;
-}
+export type BrowserPoolReconcilerOptions = GitOpsReconcilerOptions;
 
 type Resource = KubernetesObject & { spec?: unknown; status?: Record<string, unknown> };
 

@@ -3,10 +3,27 @@
  * their own objects besides status (status.ts): watch them, read one by key, and hold or
  * release their finalizer. One module, so both do it the same way.
  */
+import type { AppDeps } from '../../../api/src/app-deps.js';
+import type { ControllerMetrics } from '../k8s/controller.js';
+import type { EventRecorder } from '../k8s/event-recorder.js';
 import { ApiException, CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
 import { VERSION } from '../k8s/crds.js';
 import { splitKey } from '../k8s/controller.js';
 import { FIELD_MANAGERS, GROUP } from '../k8s/resources.js';
+
+/** What both GitOps reconcilers are started with. */
+export interface GitOpsReconcilerOptions {
+  config: KubeConfig;
+  /** The namespace whose resources are reconciled; all namespaces when omitted. */
+  namespace?: string | undefined;
+  /** The API's dependencies (database, clock, log, runtime, event hub…), composed as the API composes them. */
+  deps: AppDeps;
+  workers?: number;
+  resyncMs?: number;
+  /** Kubernetes Events at transitions (kubectl describe); none without. */
+  events?: EventRecorder;
+  metrics?: ControllerMetrics;
+}
 
 export interface ResourceClient<T extends KubernetesObject> {
   /** An informer on the resources of `namespace` (all namespaces when undefined). */
