@@ -126,13 +126,17 @@ describe('a session with proxy_id', () => {
     const logBefore = await agentLog(id);
 
     // Switch to B: the tunnel still open through A is closed, the next loads go through B.
-    const socketClosed = page.evaluate(
-      () => new Promise<boolean>((resolve) => ((globalThis as unknown as { openSocket: WebSocket }).openSocket.onclose = () => resolve(true))),
-    );
+    // The close is watched from before the PATCH (awaited): a handler installed by an
+    // evaluate still in flight could miss a close that came first, and the wait would hang.
+    await page.evaluate(() => {
+      const page = globalThis as unknown as { openSocket: WebSocket; socketClosed?: boolean };
+      page.socketClosed = false;
+      page.openSocket.addEventListener('close', () => (page.socketClosed = true));
+    });
     const patched = await http.patch(`/browsers/${id}`, { proxy_id: proxyIdB });
     expect(patched.status, patched.text).toBe(200);
     expect(patched.body.proxy_id).toBe(proxyIdB);
-    expect(await socketClosed).toBe(true);
+    await page.waitForFunction(() => (globalThis as unknown as { socketClosed?: boolean }).socketClosed === true, undefined, { timeout: 30_000 });
     const seenB = proxyB.credentialsSeen.length;
     expect(await callerOf(page)).toBe('127.0.0.4');
     expect(proxyB.credentialsSeen.slice(seenB)).toContain(`${B.username}:${B.password}`);
