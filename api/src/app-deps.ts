@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
 import type { Sealer } from './crypto/sealer.js';
 import type { Db, Queryable } from './db/pool.js';
+import type { DatabaseSupervision } from './db/postgres-supervisor.js';
 import type { EventHub } from './events/hub.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
@@ -57,4 +58,9 @@ export interface AppDeps {
    * it, so draining does not wait for them until the shutdown deadline.
    */
   shutdown: AbortSignal;
+  /**
+   * What the supervisor of the embedded Postgres is doing (running, restarting, given up),
+   * for /readyz and /healthz. Unset with DATABASE_URL: nothing here supervises that one.
+   */
+  databaseSupervision?: (() => DatabaseSupervision) | undefined;
 }

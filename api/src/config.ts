@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
 
 /**
  * Every setting the service reads, as one zod schema over the environment.
@@ -94,6 +95,14 @@ export const configSchema = z.object({
   BROWSERPLANE_INTERNAL_URL: optionalString
     .pipe(z.url({ protocol: /^https?$/ }).optional())
     .describe('Base URL browser agents reach this service at (profile downloads and saves); default: the loopback address it listens on. Kubernetes mode: the API Service URL'),
+  BROWSERPLANE_POSTGRES_RESTART_LIMIT: positiveInt(1000)
+    .default(DEFAULT_RESTART_POLICY.limit)
+    .describe(
+      'Embedded Postgres: failures (an unexpected exit or a failed restart) within the window after which it is no longer restarted and /healthz fails',
+    ),
+  BROWSERPLANE_POSTGRES_RESTART_WINDOW_SECONDS: positiveInt(86_400)
+    .default(DEFAULT_RESTART_POLICY.windowMs / 1000)
+    .describe('Embedded Postgres: the window, in seconds, over which its failures are counted'),
   LOG_LEVEL: z
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')

@@ -37,7 +37,12 @@ export interface RunningService {
  */
 export async function startService(config: Config, log: Logger): Promise<RunningService> {
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-  const embedded = config.DATABASE_URL ? undefined : await EmbeddedPostgres.start(config.dataDir, log);
+  const embedded = config.DATABASE_URL
+    ? undefined
+    : await EmbeddedPostgres.start(config.dataDir, log, {
+        limit: config.BROWSERPLANE_POSTGRES_RESTART_LIMIT,
+        windowMs: config.BROWSERPLANE_POSTGRES_RESTART_WINDOW_SECONDS * 1000,
+      });
   try {
     const databaseUrl = config.DATABASE_URL ?? embedded!.url;
     await migrate(databaseUrl, log);
@@ -49,6 +54,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const browsers = browserRuntime(config, log);
     const { runtime } = browsers;
     const deps = await composeAppDeps(config, { db, databaseUrl, runtime, kubernetes: browsers.kubernetes, log, shutdown: shutdown.signal });
+    // Only the embedded Postgres is this process's to restart; an external one is not.
+    if (embedded) deps.databaseSupervision = () => embedded.status();
     const boot = await bootstrap(
       db,
       systemClock,

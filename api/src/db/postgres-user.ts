@@ -31,10 +31,15 @@ export async function runAsUser(): Promise<RunAs> {
 }
 
 export async function runAs(owner: RunAs, file: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
-  return run(file, args, {
+  return run(file, args, spawnOptionsFor(owner));
+}
+
+/** The user and the minimal environment a Postgres binary runs with. */
+export function spawnOptionsFor(owner: RunAs): { uid?: number; gid?: number; env: NodeJS.ProcessEnv } {
+  return {
     ...(isSelf(owner) ? {} : { uid: owner.uid, gid: owner.gid }),
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', HOME: os.tmpdir() },
-  });
+  };
 }
 
 /**

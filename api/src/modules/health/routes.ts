@@ -1,8 +1,9 @@
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
 import { AppError } from '../../http/errors.js';
-import { defineRoute, json, type RouteDef } from '../../http/route.js';
-import { errorResponses } from '../../http/standard-responses.js';
+import type { DatabaseSupervision } from '../../db/postgres-supervisor.js';
+import { defineRoute, json, type RouteDef, type RouteResult } from '../../http/route.js';
+import { errorSchema } from '../../http/schemas.js';
 
 export interface Lifecycle {
   /** True once shutdown has begun: readiness fails so load balancers stop sending. */
@@ -10,6 +11,40 @@ export interface Lifecycle {
 }
 
 const tags = ['Operations'];
+
+const budget = {
+  failures_in_window: z.number().int().describe('Failures (unexpected exits, failed restarts) within the window'),
+  failure_limit: z.number().int().describe('Failures within the window at which it is given up'),
+  window_seconds: z.number().describe('The window'),
+};
+
+/** What the embedded Postgres's supervisor is doing (postgres-supervisor.ts). */
+const databaseSupervisionSchema = z
+  .discriminatedUnion('state', [
+    z.object({ state: z.literal('running'), restarts: z.number().int() }),
+    z.object({
+      state: z.literal('restarting'),
+      attempt: z.number().int().describe('The restart attempt under way or next, from 1'),
+      next_attempt_in_ms: z.number().int().describe('0 while an attempt is starting Postgres'),
+      reason: z.string().describe('How the server exited, or why the last attempt failed'),
+      down_since: z.string(),
+      ...budget,
+    }),
+    z.object({ state: z.literal('failed'), reason: z.string(), failed_at: z.string(), ...budget }),
+    z.object({ state: z.literal('stopped') }),
+  ])
+  .meta({ id: 'DatabaseSupervision' });
+
+/** The error body, with what the embedded Postgres's supervisor is doing. */
+const probeErrorSchema = errorSchema
+  .extend({ database: databaseSupervisionSchema.optional().describe('Embedded Postgres only: what its supervisor is doing') })
+  .meta({ id: 'ProbeError' });
+
+const probeError = (code: string, message: string, database: DatabaseSupervision): RouteResult =>
+  json({ code, message, details: [], database } satisfies z.input<typeof probeErrorSchema>, 503, {
+    // While restarting, about when to look again; given up, not soon.
+    'retry-after': String(database.state === 'restarting' ? Math.max(1, Math.ceil(database.next_attempt_in_ms / 1000)) : 30),
+  });
 
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
@@ -28,11 +63,24 @@ export function healthRoutes(
       method: 'get',
       path: '/healthz',
       operationId: 'healthz',
-      summary: 'Liveness: the process is serving',
+      summary: 'Liveness: the process is serving, and its embedded Postgres has not been given up',
       tags,
       auth: 'public',
-      responses: { 200: { description: 'Alive', schema: z.object({ status: z.literal('ok') }) } },
-      handler: () => json({ status: 'ok' }),
+      responses: {
+        200: { description: 'Alive', schema: z.object({ status: z.literal('ok') }) },
+        503: { description: 'The embedded Postgres could not be restarted: restart the service', schema: probeErrorSchema },
+      },
+      handler: () => {
+        const database = deps.databaseSupervision?.();
+        if (database?.state === 'failed') {
+          return probeError(
+            'database_failed',
+            `The embedded Postgres could not be restarted (${database.failures_in_window} failures within ${database.window_seconds} s); restart the service`,
+            database,
+          );
+        }
+        return json({ status: 'ok' });
+      },
     }),
     defineRoute({
       method: 'get',
@@ -41,9 +89,23 @@ export function healthRoutes(
       summary: 'Readiness: Postgres is reachable and the service is not shutting down',
       tags,
       auth: 'public',
-      responses: { 200: { description: 'Ready', schema: z.object({ status: z.literal('ready') }) }, ...errorResponses(503) },
+      responses: {
+        200: { description: 'Ready', schema: z.object({ status: z.literal('ready') }) },
+        503: {
+          description: 'Not ready: shutting down, or Postgres unreachable (with the embedded one, whether it is restarting or given up)',
+          schema: probeErrorSchema,
+        },
+      },
       handler: async () => {
         if (extra.lifecycle.draining) throw new AppError(503, 'shutting_down', 'The service is shutting down');
+        const database = deps.databaseSupervision?.();
+        if (database?.state === 'failed') {
+          return probeError('database_failed', 'The embedded Postgres could not be restarted; the service needs a restart', database);
+        }
+        if (database?.state === 'restarting') {
+          const when = database.next_attempt_in_ms > 0 ? `next attempt in ${database.next_attempt_in_ms} ms` : 'starting now';
+          return probeError('database_restarting', `The embedded Postgres is restarting (attempt ${database.attempt}, ${when})`, database);
+        }
         try {
           await withTimeout(deps.db.query('SELECT 1'), 2000);
         } catch (error) {
