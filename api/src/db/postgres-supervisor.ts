@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import { describeExit, stopPostmaster, type Postmaster } from './postmaster.js';
+import { describeExit, type Postmaster } from './postmaster.js';
 
 /**
  * Keeps the embedded Postgres running: when its postmaster exits without being asked to,
@@ -116,7 +116,7 @@ export class PostgresSupervisor {
     this.stopping = true;
     clearTimeout(this.timer);
     await this.inFlight;
-    if (this.current) await stopPostmaster(this.current, STOP_TIMEOUT_MS);
+    if (this.current) await this.current.stop(STOP_TIMEOUT_MS);
   }
 
   private recentFailures(): number {
@@ -158,7 +158,7 @@ export class PostgresSupervisor {
     try {
       const postmaster = await this.launch(this.reaped);
       if (this.stopping) {
-        await stopPostmaster(postmaster, STOP_TIMEOUT_MS);
+        await postmaster.stop(STOP_TIMEOUT_MS);
         return;
       }
       this.restarts++;

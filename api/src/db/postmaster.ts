@@ -17,6 +17,12 @@ export interface Postmaster {
   /** How it ended, once it has; it is reaped by then. */
   readonly exited: Promise<PostmasterExit>;
   readonly exit: PostmasterExit | undefined;
+  /**
+   * Fast shutdown (SIGINT, what `pg_ctl stop -m fast` sends): sessions end, the server
+   * checkpoints and exits. Immediate shutdown (SIGQUIT) if that takes longer than
+   * `timeoutMs`, then SIGKILL. Resolves once it has exited.
+   */
+  stop(timeoutMs: number): Promise<void>;
 }
 
 export interface PostmasterExit {
@@ -54,7 +60,7 @@ export async function startPostmaster(options: PostmasterOptions): Promise<Postm
     await waitUntilReady(clusterDir, postmaster, options.readyTimeoutMs);
     return postmaster;
   } catch (error) {
-    await stopPostmaster(postmaster, 10_000).catch(() => undefined);
+    await postmaster.stop(10_000).catch(() => undefined);
     const logged = await readFile(logFile, 'utf8').then((text) => text.slice(logStart)).catch(() => '');
     const tail = logged.trim().split('\n').slice(-6).join('\n');
     throw new Error(`${(error as Error).message}${tail ? `:\n${tail}` : ''}`, { cause: error });
@@ -82,13 +88,16 @@ async function spawnPostmaster(options: PostmasterOptions): Promise<Postmaster> 
         resolve(state.exit);
       }),
     );
-    return {
+    const postmaster: Postmaster = {
       pid: child.pid!,
       exited,
       get exit() {
         return state.exit;
       },
+      // Through the child handle: once it is reaped, its pid is never signalled.
+      stop: (timeoutMs) => stopPostmaster(postmaster, (signal) => child.kill(signal), timeoutMs),
     };
+    return postmaster;
   } finally {
     await logFd.close();
   }
@@ -106,19 +115,10 @@ async function waitUntilReady(clusterDir: string, postmaster: Postmaster, timeou
   }
 }
 
-/**
- * Fast shutdown (SIGINT, what `pg_ctl stop -m fast` sends): sessions end, the server
- * checkpoints and exits. Immediate shutdown (SIGQUIT) if that takes longer than
- * `timeoutMs`, then SIGKILL.
- */
-export async function stopPostmaster(postmaster: Postmaster, timeoutMs: number): Promise<void> {
+async function stopPostmaster(postmaster: Postmaster, kill: (signal: NodeJS.Signals) => void, timeoutMs: number): Promise<void> {
   for (const [signal, wait] of [['SIGINT', timeoutMs], ['SIGQUIT', 10_000], ['SIGKILL', 10_000]] as const) {
     if (postmaster.exit) return;
-    try {
-      process.kill(postmaster.pid, signal);
-    } catch {
-      // exited meanwhile
-    }
+    kill(signal);
     if (await exitsWithin(postmaster, wait)) return;
   }
   throw new Error(`Postgres (pid ${postmaster.pid}) did not exit, even on SIGKILL`);
