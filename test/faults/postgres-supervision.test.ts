@@ -148,6 +148,10 @@ describe('the embedded Postgres dies under a running service', () => {
     expect(exited).toMatchObject({ level: 'warn', attempt: 1, reason: expect.stringContaining(`pid ${oldPid}`) });
     expect(service.logs().find((l) => l.msg === 'embedded Postgres restarted')).toMatchObject({ level: 'warn', attempt: 1 });
 
+    // It started over the dead server's lock file and ran crash recovery.
+    const serverLog = await readFile(path.join(service.dataDir, 'postgres', 'server.log'), 'utf8');
+    expect(serverLog).toMatch(/database system was interrupted|not properly shut down; automatic recovery in progress/);
+
     // After: a new postmaster, alone; the key made before the kill works; the data is there.
     const newPid = await postmasterPid(service);
     expect(newPid).not.toBe(oldPid);

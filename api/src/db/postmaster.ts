@@ -40,6 +40,8 @@ export interface PostmasterOptions {
   logFile: string;
   /** How long it may take to accept connections, crash recovery included. */
   readyTimeoutMs: number;
+  /** On a restart: the pids of our postmasters that exited, whose lock file is stale. */
+  reaped?: ReadonlySet<number> | undefined;
   log: Logger;
 }
 
@@ -54,6 +56,7 @@ export const describeExit = (exit: PostmasterExit): string =>
 export async function startPostmaster(options: PostmasterOptions): Promise<Postmaster> {
   const { clusterDir, logFile } = options;
   await waitForOldServerProcesses(clusterDir, options.log);
+  if (options.reaped) await removeStaleLockFile(clusterDir, options.reaped, options.log);
   const logStart = await stat(logFile).then((s) => s.size).catch(() => 0);
   const postmaster = await spawnPostmaster(options);
   try {
@@ -148,7 +151,7 @@ async function waitForOldServerProcesses(clusterDir: string, log: Logger, timeou
  * removed, and only when the pid is one of our reaped postmasters and no process runs in
  * the cluster dir, so no old backend can still hold the shared memory the file guards.
  */
-export async function removeStaleLockFile(clusterDir: string, reapedPids: ReadonlySet<number>, log: Logger): Promise<void> {
+async function removeStaleLockFile(clusterDir: string, reapedPids: ReadonlySet<number>, log: Logger): Promise<void> {
   const pid = Number((await readLockFile(clusterDir))[0]);
   if (!reapedPids.has(pid) || !isAlive(pid) || (await processesIn(clusterDir)).length > 0) return;
   await unlink(path.join(clusterDir, 'postmaster.pid')).catch(() => undefined);
