@@ -214,10 +214,16 @@ describe('with BROWSERPLANE_BLOCK_PRIVATE_NETWORKS on (127.0.0.2 and the upstrea
     expect(log).toContain('"block_private_networks":true');
   }, 120_000);
 
-  it('sends no WebRTC packet to loopback', async () => {
+  it('sends no WebRTC packet to loopback, and chrome_policy cannot turn WebRTC IP handling back (it overrides the flag)', async () => {
     const probe = await webrtcProbe((await openPage(http)).page);
     console.log('WebRTC probe with the block on:', probe);
     expect(probe).toMatchObject({ datagrams: 0, tcpConnections: 0 });
+    for (const name of ['WebRtcIPHandling', 'WebRtcIPHandlingUrl']) {
+      const res = await http.post('/browsers', { headless: true, chrome_policy: { [name]: name === 'WebRtcIPHandling' ? 'default' : [] } });
+      expect(res.status, res.text).toBe(400);
+      expect(res.body.code).toBe('invalid_request');
+      expect(res.text).toContain(name);
+    }
   }, 120_000);
 
   it('with an upstream proxy: refuses loopback destinations it can see and a proxy on a private address', async () => {
