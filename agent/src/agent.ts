@@ -78,9 +78,12 @@ export class BrowserAgent {
     const ignored = unsupportedSettings(spec);
     if (ignored.length > 0) this.log.warn({ settings: ignored }, 'launch settings not supported by this agent yet: ignored');
     // Binds its port at once; proxy-chain loads in the background (see proxy.ts).
-    const forwarding = ProxyForwarder.start(spec.proxy, this.log, this.config.egress).then((forwarder) => (this.forwarder = forwarder));
+    const chromiumUser = this.chromiumUser();
+    // The forwarder serves Chromium's user alone: as root, the browser user; else our own uid.
+    const peerUid = chromiumUser.then((user) => user?.uid ?? process.getuid?.(), () => undefined);
+    const forwarding = ProxyForwarder.start(spec.proxy, this.log, this.config.egress, peerUid).then((forwarder) => (this.forwarder = forwarder));
     forwarding.catch(() => undefined);
-    const user = await this.chromiumUser();
+    const user = await chromiumUser;
     this.dirs = await prepareWorkDir(this.config.workDir, user);
     // Chromium takes 200-400 ms to answer CDP; the HTTP side loads and listens meanwhile,
     // which keeps ws and the server (about 60 ms of module loading) off the launch path.

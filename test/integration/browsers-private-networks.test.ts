@@ -2,7 +2,7 @@ import dgram from 'node:dgram';
 import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
@@ -249,7 +249,7 @@ describe('with BROWSERPLANE_BLOCK_PRIVATE_NETWORKS on (127.0.0.2 and the upstrea
     const before = privateUpstream.forwarded;
     expect(await load(second, `http://127.0.0.2:${port}/`)).toMatch(/^refused/);
     expect(privateUpstream.forwarded).toBe(before);
-    expect(await agentLog(id)).toContain('"role":"upstream proxy"');
+    await expect.poll(() => agentLog(id), { timeout: 10_000 }).toContain('"role":"upstream proxy"');
   }, 120_000);
 });
 
@@ -257,7 +257,7 @@ describe('with BROWSERPLANE_BLOCK_PRIVATE_NETWORKS off (the default, for local u
   let app: TestApp;
   let http: HttpClient;
   beforeAll(async () => {
-    app = await startTestApp({ clock: systemClock });
+    app = await startTestApp({ clock: systemClock, proxy: { upstreams: [{ name: 'a', types: ['datacenter'], url: `http://127.0.0.3:${upstream.port}` }] } });
     ({ http } = await newProject(app.tenant.http));
   });
   afterAll(() => app?.close());
@@ -273,5 +273,32 @@ describe('with BROWSERPLANE_BLOCK_PRIVATE_NETWORKS off (the default, for local u
     const probe = await webrtcProbe(page);
     console.log('WebRTC probe with the block off:', probe);
     expect(probe.datagrams).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('serves its proxy forwarder with the upstream credentials to the browser alone: another local user (this test, root) is dropped', async () => {
+    const proxy = await http.post('/proxies', { type: 'datacenter' });
+    expect(proxy.status, proxy.text).toBe(200);
+    const { id, page } = await openPage(http, { proxy_id: proxy.body.id });
+    expect(await load(page, `http://127.0.0.2:${port}/`)).toBe('loaded');
+    expect(hits.at(-1)?.from).toBe('127.0.0.3');
+    const listening = (await agentLog(id)).split('\n').find((line) => line.includes('proxy forwarder listening'));
+    const forwarderPort = (JSON.parse(listening!) as { port: number }).port;
+    hits.length = 0;
+    const forwarded = upstream.forwarded;
+    const answer = await new Promise<string>((resolve) => {
+      const socket = connect(forwarderPort, '127.0.0.1', () => socket.write(`GET http://127.0.0.2:${port}/from-another-user HTTP/1.1\r\nHost: 127.0.0.2:${port}\r\nConnection: close\r\n\r\n`));
+      let text = '';
+      socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')));
+      socket.on('close', () => resolve(text));
+      socket.on('error', () => undefined);
+    });
+    console.log('forwarder answer to another user:', JSON.stringify(answer.slice(0, 60)));
+    expect(answer).toBe('');
+    expect(hits).toEqual([]);
+    expect(upstream.forwarded).toBe(forwarded);
+    // The agent writes its log asynchronously.
+    await expect.poll(() => agentLog(id), { timeout: 10_000 }).toContain('proxy forwarder dropped a connection from another user than the browser');
+    // The browser itself is still served.
+    expect(await load(page, `http://127.0.0.2:${port}/`)).toBe('loaded');
   }, 120_000);
 });
