@@ -248,6 +248,11 @@ describe('with BROWSERPLANE_BLOCK_PRIVATE_NETWORKS on (127.0.0.2 and the upstrea
     const { id, page: second } = await openPage(http, { proxy_id: custom.body.id });
     const before = privateUpstream.forwarded;
     expect(await load(second, `http://127.0.0.2:${port}/`)).toMatch(/^refused/);
+    // Nor does the service's proxy check connect to it: 400, and its health stays unknown.
+    const checked = await http.post(`/proxies/${custom.body.id}/check`, {});
+    expect(checked.status, checked.text).toBe(400);
+    expect(checked.body.details).toEqual([expect.objectContaining({ code: 'forbidden_address', field: 'config.host' })]);
+    expect((await http.get(`/proxies/${custom.body.id}`)).body.last_checked).toBeUndefined();
     expect(privateUpstream.forwarded).toBe(before);
     await expect.poll(() => agentLog(id), { timeout: 10_000 }).toContain('"role":"upstream proxy"');
   }, 120_000);

@@ -20,6 +20,7 @@ import { REAP_INTERVAL_MS } from '../../api/src/modules/browsers/reaper.js';
 import { poolManager, POOL_RECONCILE_INTERVAL_MS } from '../../api/src/modules/browser-pools/manager.js';
 import { authFlows } from '../../api/src/modules/auth-connections/engine/flows.js';
 import { LAUNCH_TIMEOUT_MS } from '../../api/src/modules/browsers/service.js';
+import { parseAllowedNetworks } from '../../agent/src/egress.js';
 import { createLocalRuntime, type LocalRuntime, type LocalRuntimeOptions } from '../../operator/src/runtime/local-runtime.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
 import { insertProject } from '../../api/src/modules/projects/store.js';
@@ -63,7 +64,7 @@ export async function startTestApp(
     settings?: Partial<AppSettings>;
     log?: Logger;
     proxy?: Partial<ProxySettings>;
-    /** The runtime's BROWSERPLANE_BLOCK_PRIVATE_NETWORKS and allow list (default: off, as in the service). */
+    /** BROWSERPLANE_BLOCK_PRIVATE_NETWORKS and its allow list, for the runtime and proxy checks (default: off, as in the service). */
     egress?: LocalRuntimeOptions['egress'];
     /**
      * Start the loops the service runs (the idle reaper and the pool fill) at these
@@ -93,7 +94,12 @@ export async function startTestApp(
     projectResources: allProjectResources(),
     sealer: createSealer(randomBytes(32)),
     events: createPgEventHub(database.url, database.db, log),
-    proxy: { upstreams: [], checkUrl: 'http://127.0.0.1:9/unused', ...options.proxy },
+    proxy: {
+      upstreams: [],
+      checkUrl: 'http://127.0.0.1:9/unused',
+      ...(options.egress ? { egress: { blockPrivate: options.egress.blockPrivateNetworks, allowed: parseAllowedNetworks(options.egress.allowedNetworks) } } : {}),
+      ...options.proxy,
+    },
     profileStore: createFileProfileStore(profileDir),
     shutdown: shutdown.signal,
     runtime,
