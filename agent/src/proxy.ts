@@ -276,8 +276,9 @@ export class ProxyForwarder {
   }
 
   private accept(socket: Socket): void {
-    void this.admit(socket).then((admitted) => {
-      if (admitted) this.serve(socket);
+    const route = this.route;
+    void this.admit(socket, route).then((admitted) => {
+      if (admitted) this.serve(socket, route);
       else socket.destroy();
     });
   }
@@ -289,19 +290,21 @@ export class ProxyForwarder {
    * with 9,300) on every new connection. A route swap drops every open connection, so
    * one admitted without an upstream never gets to use the next one.
    */
-  private async admit(socket: Socket): Promise<boolean> {
+  private async admit(socket: Socket, route: Route): Promise<boolean> {
     const expected = await this.peerUid;
-    if (expected === undefined || this.route.upstreamUrl === null) return true;
+    if (expected === undefined || route.upstreamUrl === null) return true;
     const uid = await loopbackPeerUid(socket);
     if (uid === expected) return true;
     this.log.warn({ peer_uid: uid ?? null, peer_port: socket.remotePort ?? null }, 'proxy forwarder dropped a connection from another user than the browser');
     return false;
   }
 
-  private serve(socket: Socket): void {
+  /** `route`: the one it was admitted for; after a swap meanwhile it is admitted again. */
+  private serve(socket: Socket, route: Route): void {
     void this.load().then(() =>
       this.proxy!.then(
         (server) => {
+          if (route !== this.route) return this.accept(socket);
           server.server.emit('connection', socket);
           socket.resume();
         },
