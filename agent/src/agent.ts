@@ -13,6 +13,7 @@ import { killProcessGroup } from './process-group.js';
 import { preparePolicy, type PolicyLaunch } from './policy.js';
 import { reportPort } from './port-file.js';
 import { ProxyForwarder } from './proxy.js';
+import { withoutRoutingPolicies } from './egress.js';
 import { prepareStealth } from './stealth.js';
 import type { AgentPhase, LiveSettings } from './server.js';
 import { captureCookies, resetBrowser, type CdpCookie, type ResetRequest } from './reset.js';
@@ -77,9 +78,12 @@ export class BrowserAgent {
     const ignored = unsupportedSettings(spec);
     if (ignored.length > 0) this.log.warn({ settings: ignored }, 'launch settings not supported by this agent yet: ignored');
     // Binds its port at once; proxy-chain loads in the background (see proxy.ts).
-    const forwarding = ProxyForwarder.start(spec.proxy, this.log).then((forwarder) => (this.forwarder = forwarder));
+    const chromiumUser = this.chromiumUser();
+    // The forwarder serves Chromium's user alone: as root, the browser user; else our own uid.
+    const peerUid = chromiumUser.then((user) => user?.uid ?? process.getuid?.(), () => undefined);
+    const forwarding = ProxyForwarder.start(spec.proxy, this.log, this.config.egress, peerUid).then((forwarder) => (this.forwarder = forwarder));
     forwarding.catch(() => undefined);
-    const user = await this.chromiumUser();
+    const user = await chromiumUser;
     this.dirs = await prepareWorkDir(this.config.workDir, user);
     // Chromium takes 200-400 ms to answer CDP; the HTTP side loads and listens meanwhile,
     // which keeps ws and the server (about 60 ms of module loading) off the launch path.
@@ -243,10 +247,12 @@ export class BrowserAgent {
   private async prepareLaunchExtras(user: SystemUser | undefined, forwarding: Promise<ProxyForwarder>): Promise<void> {
     const { spec } = this.config;
     const workDir = this.dirs!.root;
+    const chromePolicy = withoutRoutingPolicies(this.config.egress, spec.chromePolicy);
+    if (chromePolicy.dropped.length > 0) this.log.warn({ policies: chromePolicy.dropped }, 'chrome_policy entries dropped: they would route around the proxy forwarder');
     const [forwarder, stealthFlags, policy] = await Promise.all([
       forwarding,
       spec.stealth ? prepareStealth({ workDir, executable: findChromium(this.config.chromePath) }) : [],
-      preparePolicy({ policy: spec.chromePolicy, workDir, user }),
+      preparePolicy({ policy: chromePolicy.policy, workDir, user }),
     ]);
     this.policy = policy;
     this.extraFlags = [...forwarder.chromiumFlags(), ...stealthFlags];

@@ -1,4 +1,5 @@
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
+import { parseEgressEnv, type EgressRules } from './egress.js';
 
 /**
  * The agent is configured by its environment alone, because the same code runs as a
@@ -79,6 +80,12 @@ export interface AgentConfig {
    * gone for good and shuts down (0: never). The service's reaper asks every 5 s.
    */
   orphanTimeoutMs: number;
+  /**
+   * AGENT_BLOCK_PRIVATE_NETWORKS=1 keeps the browser's traffic off loopback, private and
+   * link-local addresses, except AGENT_ALLOWED_NETWORKS (comma-separated addresses and
+   * CIDRs); see egress.ts. Set by the service from BROWSERPLANE_BLOCK_PRIVATE_NETWORKS.
+   */
+  egress: EgressRules;
   logLevel: string;
 }
 
@@ -111,6 +118,7 @@ export function parseStandbyConfig(env: NodeJS.ProcessEnv): StandbyConfig {
     shutdownGraceMs: envInteger(env, 'AGENT_SHUTDOWN_GRACE_MS', 5000, { min: 0, max: 600_000 }),
     startTimeoutMs: envInteger(env, 'AGENT_START_TIMEOUT_MS', 30_000, { min: 1, max: 600_000 }),
     orphanTimeoutMs: envInteger(env, 'AGENT_ORPHAN_TIMEOUT_MS', 600_000, { min: 0, max: 2_592_000_000 }),
+    egress: parseEgressEnv(env),
     logLevel: env.LOG_LEVEL || 'info',
   };
 }

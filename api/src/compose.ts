@@ -6,6 +6,7 @@
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { BrowserRuntime } from '../../operator/src/ports/browser-runtime.js';
+import { parseAllowedNetworks } from '../../agent/src/egress.js';
 import type { AppDeps } from './app-deps.js';
 import { systemClock } from './clock.js';
 import type { Config } from './config.js';
@@ -41,6 +42,7 @@ export async function composeAppDeps(
     proxy: {
       upstreams: await loadProxyUpstreams(config.BROWSERPLANE_PROXY_UPSTREAMS, config.BROWSERPLANE_PROXY_UPSTREAMS_FILE),
       checkUrl: config.BROWSERPLANE_PROXY_CHECK_URL,
+      egress: { blockPrivate: config.BROWSERPLANE_BLOCK_PRIVATE_NETWORKS, allowed: parseAllowedNetworks(config.BROWSERPLANE_ALLOWED_PRIVATE_NETWORKS) },
     },
     profileStore: createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
     shutdown: parts.shutdown,

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import { z } from 'zod';
+import { parseAllowedNetworks } from '../../agent/src/egress.js';
 import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
 
 /**
@@ -84,6 +85,23 @@ export const configSchema = z.object({
     .max(64)
     .default(1)
     .describe('Browser agents kept started and waiting, so a browser launch skips starting Node (about 20 MiB each)'),
+  BROWSERPLANE_BLOCK_PRIVATE_NETWORKS: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true')
+    .describe(
+      'Local mode: keep pages off loopback, private, link-local (cloud metadata), CGNAT and unspecified addresses, IPv4 and IPv6 (true or false; off for local use; in Kubernetes the NetworkPolicy does this for pods)',
+    ),
+  BROWSERPLANE_ALLOWED_PRIVATE_NETWORKS: optionalString
+    .refine((v) => {
+      try {
+        parseAllowedNetworks(v);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'comma-separated IP addresses and CIDRs')
+    .describe('With BROWSERPLANE_BLOCK_PRIVATE_NETWORKS: addresses and CIDRs pages may reach anyway, comma-separated (an internal site, an in-network proxy)'),
   BROWSERPLANE_RUNTIME: z
     .enum(['local', 'kubernetes'])
     .default('local')

@@ -138,7 +138,12 @@ function browserRuntime(config: Config, log: Logger): { runtime: BrowserRuntime;
     const runtime = createCustomResourceRuntime({ config: kubeConfig, namespace: config.namespace, log, launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });
     return { runtime, kubernetes: true, stop: () => runtime.close() };
   }
-  const runtime = createLocalRuntime({ stateDir: path.join(config.dataDir, 'browsers'), log, standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS });
+  const runtime = createLocalRuntime({
+    stateDir: path.join(config.dataDir, 'browsers'),
+    log,
+    standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS,
+    egress: { blockPrivateNetworks: config.BROWSERPLANE_BLOCK_PRIVATE_NETWORKS, allowedNetworks: config.BROWSERPLANE_ALLOWED_PRIVATE_NETWORKS },
+  });
   return { runtime, kubernetes: false, stop: () => runtime.terminateAll(BROWSER_STOP_GRACE_MS) };
 }
 

@@ -20,7 +20,8 @@ import { REAP_INTERVAL_MS } from '../../api/src/modules/browsers/reaper.js';
 import { poolManager, POOL_RECONCILE_INTERVAL_MS } from '../../api/src/modules/browser-pools/manager.js';
 import { authFlows } from '../../api/src/modules/auth-connections/engine/flows.js';
 import { LAUNCH_TIMEOUT_MS } from '../../api/src/modules/browsers/service.js';
-import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+import { parseAllowedNetworks } from '../../agent/src/egress.js';
+import { createLocalRuntime, type LocalRuntime, type LocalRuntimeOptions } from '../../operator/src/runtime/local-runtime.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
 import { insertProject } from '../../api/src/modules/projects/store.js';
 import { freshDatabase, type TestDatabase } from './database.js';
@@ -63,6 +64,8 @@ export async function startTestApp(
     settings?: Partial<AppSettings>;
     log?: Logger;
     proxy?: Partial<ProxySettings>;
+    /** BROWSERPLANE_BLOCK_PRIVATE_NETWORKS and its allow list, for the runtime and proxy checks (default: off, as in the service). */
+    egress?: LocalRuntimeOptions['egress'];
     /**
      * Start the loops the service runs (the idle reaper and the pool fill) at these
      * intervals. They work on the clock's time, so the clock is then the real one
@@ -77,7 +80,7 @@ export async function startTestApp(
   const log = options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const shutdown = new AbortController();
   // The real local runtime: it spawns agents only when a test creates a browser.
-  const runtime = createLocalRuntime({ stateDir: path.join(profileDir, 'browsers'), log });
+  const runtime = createLocalRuntime({ stateDir: path.join(profileDir, 'browsers'), log, ...(options.egress ? { egress: options.egress } : {}) });
   const deps: AppDeps = {
     db: database.db,
     clock,
@@ -91,7 +94,12 @@ export async function startTestApp(
     projectResources: allProjectResources(),
     sealer: createSealer(randomBytes(32)),
     events: createPgEventHub(database.url, database.db, log),
-    proxy: { upstreams: [], checkUrl: 'http://127.0.0.1:9/unused', ...options.proxy },
+    proxy: {
+      upstreams: [],
+      checkUrl: 'http://127.0.0.1:9/unused',
+      ...(options.egress ? { egress: { blockPrivate: options.egress.blockPrivateNetworks, allowed: parseAllowedNetworks(options.egress.allowedNetworks) } } : {}),
+      ...options.proxy,
+    },
     profileStore: createFileProfileStore(profileDir),
     shutdown: shutdown.signal,
     runtime,

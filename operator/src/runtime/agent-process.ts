@@ -3,6 +3,7 @@ import { open, readdir, readFile } from 'node:fs/promises';
 import net from 'node:net';
 import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserResetReport, type BrowserRuntime, type LiveBrowserSettings, type ObservedBrowser } from '../ports/browser-runtime.js';
 import { parsePort } from '../../../agent/src/port-file.js';
+import { egressEnv } from '../../../agent/src/egress.js';
 
 /**
  * Starting, probing and reading the agent as a child process. The agent's stdout goes to
@@ -59,6 +60,8 @@ export async function spawnAgent(options: {
   logFile: string;
   chromePath?: string;
   logLevel: string;
+  /** BROWSERPLANE_BLOCK_PRIVATE_NETWORKS and its allow list, for the agent's forwarder (agent/src/egress.ts). */
+  egress?: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined };
 }): Promise<ChildProcess> {
   const log = await open(options.logFile, 'a', 0o600);
   try {
@@ -75,6 +78,7 @@ export async function spawnAgent(options: {
       ...(options.workDir ? { AGENT_WORK_DIR: options.workDir } : {}),
       LOG_LEVEL: options.logLevel,
       ...(options.chromePath ? { CHROME_PATH: options.chromePath } : {}),
+      ...(options.egress ? egressEnv(options.egress) : {}),
     };
     const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, options.agentEntry], {
       // Its own process group, so terminate can kill the agent and anything it left.

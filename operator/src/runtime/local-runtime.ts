@@ -53,6 +53,8 @@ export interface LocalRuntimeOptions {
    */
   standbyAgents?: number;
   agentLogLevel?: string;
+  /** Keeps every browser's traffic off loopback and private networks but these (agent/src/egress.ts). Default: off. */
+  egress?: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined };
 }
 
 export type LocalRuntime = BrowserRuntime & {
@@ -163,7 +165,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
         const logFile = path.join(options.stateDir, `${name}.log`);
         const portFile = path.join(options.stateDir, `${name}.port`);
         const token = randomBytes(32).toString('base64url');
-        const child = await spawnAgent({ agentEntry, port: 0, portFile, logFile, standbyToken: token, chromePath: options.chromePath, logLevel: options.agentLogLevel ?? 'info' });
+        const child = await spawnAgent({ agentEntry, port: 0, portFile, logFile, standbyToken: token, chromePath: options.chromePath, logLevel: options.agentLogLevel ?? 'info', egress: options.egress });
         const standby: Standby = { child, agentUrl: '', logFile, token, ready: Promise.resolve(false) };
         standby.ready = waitForStandby(standby, portFile);
         child.once('exit', () => {
@@ -267,6 +269,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
         logFile: record.logFile,
         chromePath: options.chromePath,
         logLevel: options.agentLogLevel ?? 'info',
+        egress: options.egress,
       });
     }
     record.agentPid = child.pid!;

@@ -12,6 +12,9 @@ export const BLOCKED_POLICIES: Readonly<Record<string, string>> = {
   ProxyServerMode: 'the proxy is set through proxy_id',
   ProxyPacUrl: 'the proxy is set through proxy_id',
   ProxyBypassList: 'the proxy is set through proxy_id',
+  // WebRTC's own packets would otherwise go around the proxy (BROWSERPLANE_BLOCK_PRIVATE_NETWORKS).
+  WebRtcIPHandling: 'WebRTC is routed by the service, so that it cannot go around the proxy',
+  WebRtcIPHandlingUrl: 'WebRTC is routed by the service, so that it cannot go around the proxy',
   // CDP is how the service, Playwright and puppeteer drive the browser.
   RemoteDebuggingAllowed: 'remote debugging (CDP) is how the service drives the browser',
   DeveloperToolsAvailability: 'disabling developer tools also disables parts of CDP',

@@ -3,11 +3,14 @@ import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { ProxyAgent, request } from 'undici';
 import { badRequest } from '../../http/errors.js';
+import { isRefusedAddress, type EgressRules } from '../../../../agent/src/egress.js';
 
 /** Where a check connects: the proxy itself, credentials kept apart from the URI. */
 export interface ProxyEndpoint {
   /** scheme://host:port, never with credentials (it may end up in an error message). */
   uri: string;
+  /** TLS server name of an https proxy whose uri was pinned to an address (pinProxyEndpoint). */
+  servername?: string | undefined;
   username?: string | undefined;
   password?: string | undefined;
 }
@@ -38,6 +41,7 @@ export async function probeThroughProxy(endpoint: ProxyEndpoint, target: ProbeTa
     uri: endpoint.uri,
     ...(token ? { token } : {}),
     proxyTunnel: false,
+    ...(endpoint.servername ? { proxyTls: { servername: endpoint.servername } } : {}),
     ...(target.servername ? { requestTls: { servername: target.servername } } : {}),
   });
   try {
@@ -127,4 +131,32 @@ export async function pinPublicTarget(raw: string, options: { allowPrivate: bool
     host: url.host,
     ...(url.protocol === 'https:' ? { servername: hostname } : {}),
   };
+}
+
+/**
+ * With private networks blocked: resolves the proxy's host once, refuses it (400) when any
+ * address is refused, and pins the endpoint to the checked address so that the connect
+ * cannot go elsewhere (DNS rebinding). A host that does not resolve is left to fail the check.
+ */
+export async function pinProxyEndpoint(endpoint: ProxyEndpoint, rules: EgressRules): Promise<ProxyEndpoint> {
+  if (!rules.blockPrivate) return endpoint;
+  const url = new URL(endpoint.uri);
+  const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const addresses = await lookup(hostname, { all: true, verbatim: true }).then(
+    (found) => found.map((a) => a.address),
+    () => undefined,
+  );
+  if (!addresses) return endpoint;
+  const refused = addresses.filter((address) => isRefusedAddress(rules, address));
+  if (refused.length > 0) {
+    throw badRequest(
+      'invalid_request',
+      `The proxy's host ${JSON.stringify(hostname)} is a loopback, private or link-local address (${refused.join(', ')}), which this service does not connect to (BROWSERPLANE_BLOCK_PRIVATE_NETWORKS)`,
+      [{ code: 'forbidden_address', field: 'config.host', message: 'config.host: must resolve to public IP addresses only' }],
+    );
+  }
+  if (isIP(hostname) || addresses.length === 0) return endpoint;
+  const pinned = new URL(endpoint.uri);
+  pinned.hostname = isIP(addresses[0]!) === 6 ? `[${addresses[0]}]` : addresses[0]!;
+  return { ...endpoint, uri: `${pinned.protocol}//${pinned.host}`, ...(url.protocol === 'https:' ? { servername: hostname } : {}) };
 }

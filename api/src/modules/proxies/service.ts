@@ -5,7 +5,7 @@ import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { badRequest, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
 import { shareLockLiveProject } from '../projects/store.js';
-import { egressIp, pinPublicTarget, probeThroughProxy, type ProbeTarget, type ProxyEndpoint } from './probe.js';
+import { egressIp, pinProxyEndpoint, pinPublicTarget, probeThroughProxy, type ProbeTarget, type ProxyEndpoint } from './probe.js';
 import type { CreateProxyInput } from './schema.js';
 import {
   countLiveProjectProxies,
@@ -165,7 +165,8 @@ export async function checkProxy(deps: Deps, auth: AuthContext, id: string, url:
   const target: ProbeTarget = url
     ? await pinPublicTarget(url, { allowPrivate: deps.proxy.allowPrivateCheckUrls ?? false })
     : { url: deps.proxy.checkUrl };
-  const endpoint = proxyEndpoint(deps, row);
+  const configured = proxyEndpoint(deps, row);
+  const endpoint = configured && row.type === 'custom' && deps.proxy.egress ? await pinProxyEndpoint(configured, deps.proxy.egress) : configured;
   const result = endpoint
     ? await probeThroughProxy(endpoint, target, deps.proxy.checkTimeoutMs ?? DEFAULT_CHECK_TIMEOUT_MS)
     : { error: `upstream ${JSON.stringify(row.upstream_key)} is no longer configured` };

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
+import type { EgressRules } from '../../../../agent/src/egress.js';
 
 /**
  * What the managed proxy types (datacenter, isp, residential, mobile) mean on a
@@ -30,6 +31,12 @@ export interface ProxySettings {
    * tests, whose check servers live on loopback; never set it on a real install.
    */
   allowPrivateCheckUrls?: boolean;
+  /**
+   * BROWSERPLANE_BLOCK_PRIVATE_NETWORKS and its allow list: a check does not connect to a
+   * custom proxy on a loopback or private address (agent/src/egress.ts). Managed upstreams
+   * are the operator's own and are not checked.
+   */
+  egress?: EgressRules;
 }
 
 export type ManagedProxyType = ProxyUpstream['types'][number];
