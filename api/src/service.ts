@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { buildApp } from './app.js';
 import { systemClock } from './clock.js';
 import { composeAppDeps } from './compose.js';
-import type { Config } from './config.js';
+import { agentFsEnv, type Config } from './config.js';
 import { EmbeddedPostgres } from './db/embedded-postgres.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
@@ -131,7 +131,12 @@ function browserRuntime(config: Config, log: Logger): { runtime: BrowserRuntime;
     const runtime = createCustomResourceRuntime({ config: kubeConfig, namespace: config.namespace, log, launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });
     return { runtime, kubernetes: true, stop: () => runtime.close() };
   }
-  const runtime = createLocalRuntime({ stateDir: path.join(config.dataDir, 'browsers'), log, standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS });
+  const runtime = createLocalRuntime({
+    stateDir: path.join(config.dataDir, 'browsers'),
+    log,
+    standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS,
+    agentFsEnv: agentFsEnv(config),
+  });
   return { runtime, kubernetes: false, stop: () => runtime.terminateAll(BROWSER_STOP_GRACE_MS) };
 }
 

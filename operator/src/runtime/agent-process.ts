@@ -59,6 +59,8 @@ export async function spawnAgent(options: {
   logFile: string;
   chromePath?: string;
   logLevel: string;
+  /** AGENT_FS_* limits of the file API (agent/src/config.ts parseFsLimits). */
+  fsEnv?: Record<`AGENT_FS_${string}`, string>;
 }): Promise<ChildProcess> {
   const log = await open(options.logFile, 'a', 0o600);
   try {
@@ -75,6 +77,7 @@ export async function spawnAgent(options: {
       ...(options.workDir ? { AGENT_WORK_DIR: options.workDir } : {}),
       LOG_LEVEL: options.logLevel,
       ...(options.chromePath ? { CHROME_PATH: options.chromePath } : {}),
+      ...options.fsEnv,
     };
     const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, options.agentEntry], {
       // Its own process group, so terminate can kill the agent and anything it left.

@@ -53,6 +53,8 @@ export interface LocalRuntimeOptions {
    */
   standbyAgents?: number;
   agentLogLevel?: string;
+  /** The browser file API's limits for every agent (AGENT_FS_*; unset: the agent's defaults). */
+  agentFsEnv?: Record<`AGENT_FS_${string}`, string>;
 }
 
 export type LocalRuntime = BrowserRuntime & {
@@ -163,7 +165,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
         const logFile = path.join(options.stateDir, `${name}.log`);
         const portFile = path.join(options.stateDir, `${name}.port`);
         const token = randomBytes(32).toString('base64url');
-        const child = await spawnAgent({ agentEntry, port: 0, portFile, logFile, standbyToken: token, chromePath: options.chromePath, logLevel: options.agentLogLevel ?? 'info' });
+        const child = await spawnAgent({ agentEntry, port: 0, portFile, logFile, standbyToken: token, chromePath: options.chromePath, logLevel: options.agentLogLevel ?? 'info', fsEnv: options.agentFsEnv });
         const standby: Standby = { child, agentUrl: '', logFile, token, ready: Promise.resolve(false) };
         standby.ready = waitForStandby(standby, portFile);
         child.once('exit', () => {
@@ -267,6 +269,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
         logFile: record.logFile,
         chromePath: options.chromePath,
         logLevel: options.agentLogLevel ?? 'info',
+        fsEnv: options.agentFsEnv,
       });
     }
     record.agentPid = child.pid!;
