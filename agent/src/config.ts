@@ -87,6 +87,40 @@ export interface AgentConfig {
    */
   egress: EgressRules;
   logLevel: string;
+  /** Limits of the browser file API (agent/src/fs). */
+  fsLimits: FsLimits;
+}
+
+/**
+ * Per-browser limits of the file API (agent/src/fs/README.md says how each is applied).
+ * Sizes are in MiB in the environment; 0 turns the quota off.
+ */
+export interface FsLimits {
+  /** AGENT_FS_QUOTA_MB: bytes the browser's files ("/", Downloads included) may take. */
+  quotaBytes: number;
+  /** AGENT_FS_ZIP_MAX_MB: total uncompressed size of one upload_zip. */
+  zipMaxBytes: number;
+  /** AGENT_FS_ZIP_MAX_ENTRIES: entries in one upload_zip. */
+  zipMaxEntries: number;
+  /** AGENT_FS_ZIP_MAX_RATIO: uncompressed size over the zip's size, for zips expanding past 1 MiB. */
+  zipMaxRatio: number;
+  /** AGENT_FS_MAX_DEPTH: path components below "/" any path may have. */
+  maxDepth: number;
+  /** AGENT_FS_MAX_WALK_ENTRIES: entries one directory walk (download_dir_zip, the quota's measure) visits. */
+  maxWalkEntries: number;
+}
+
+const MIB = 1024 * 1024;
+
+export function parseFsLimits(env: NodeJS.ProcessEnv): FsLimits {
+  return {
+    quotaBytes: envInteger(env, 'AGENT_FS_QUOTA_MB', 1024, { min: 0, max: 16 * 1024 * 1024 }) * MIB,
+    zipMaxBytes: envInteger(env, 'AGENT_FS_ZIP_MAX_MB', 512, { min: 1, max: 16 * 1024 * 1024 }) * MIB,
+    zipMaxEntries: envInteger(env, 'AGENT_FS_ZIP_MAX_ENTRIES', 10_000, { min: 1, max: 10_000_000 }),
+    zipMaxRatio: envInteger(env, 'AGENT_FS_ZIP_MAX_RATIO', 100, { min: 1, max: 1_000_000 }),
+    maxDepth: envInteger(env, 'AGENT_FS_MAX_DEPTH', 64, { min: 1, max: 2048 }),
+    maxWalkEntries: envInteger(env, 'AGENT_FS_MAX_WALK_ENTRIES', 100_000, { min: 1, max: 100_000_000 }),
+  };
 }
 
 /** Everything but the launch settings: what a standby agent knows before it is claimed. */
@@ -120,6 +154,7 @@ export function parseStandbyConfig(env: NodeJS.ProcessEnv): StandbyConfig {
     orphanTimeoutMs: envInteger(env, 'AGENT_ORPHAN_TIMEOUT_MS', 600_000, { min: 0, max: 2_592_000_000 }),
     egress: parseEgressEnv(env),
     logLevel: env.LOG_LEVEL || 'info',
+    fsLimits: parseFsLimits(env),
   };
 }
 

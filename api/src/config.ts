@@ -102,6 +102,22 @@ export const configSchema = z.object({
       }
     }, 'comma-separated IP addresses and CIDRs')
     .describe('With BROWSERPLANE_BLOCK_PRIVATE_NETWORKS: addresses and CIDRs pages may reach anyway, comma-separated (an internal site, an in-network proxy)'),
+  BROWSERPLANE_BROWSER_DISK_QUOTA_MB: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(16 * 1024 * 1024)
+    .default(1024)
+    .describe('Disk quota of one browser\'s files (file API writes, uploads and the browser\'s own downloads), MiB; 0 turns it off'),
+  BROWSERPLANE_BROWSER_ZIP_MAX_MB: positiveInt(16 * 1024 * 1024).default(512).describe('Largest total uncompressed size of one upload_zip, MiB'),
+  BROWSERPLANE_BROWSER_ZIP_MAX_ENTRIES: positiveInt(10_000_000).default(10_000).describe('Most entries one upload_zip may hold'),
+  BROWSERPLANE_BROWSER_ZIP_MAX_RATIO: positiveInt(1_000_000)
+    .default(100)
+    .describe('Most an upload_zip past 1 MiB uncompressed may expand, as uncompressed size over the zip\'s size'),
+  BROWSERPLANE_BROWSER_FS_MAX_DEPTH: positiveInt(2048).default(64).describe('Deepest path (components below "/") the browser file API creates or walks'),
+  BROWSERPLANE_BROWSER_FS_MAX_WALK_ENTRIES: positiveInt(100_000_000)
+    .default(100_000)
+    .describe('Most entries one directory walk of a browser\'s files visits (download_dir_zip, the quota\'s measure)'),
   BROWSERPLANE_RUNTIME: z
     .enum(['local', 'kubernetes'])
     .default('local')
@@ -132,6 +148,18 @@ export type Config = z.output<typeof configSchema> & {
   /** Kubernetes mode's namespace: BROWSERPLANE_NAMESPACE, else the pod's own, else 'default'. */
   namespace: string;
 };
+
+/** The browser file API's limits as the agent's AGENT_FS_* variables (agent/src/config.ts). */
+export function agentFsEnv(config: Config): Record<`AGENT_FS_${string}`, string> {
+  return {
+    AGENT_FS_QUOTA_MB: String(config.BROWSERPLANE_BROWSER_DISK_QUOTA_MB),
+    AGENT_FS_ZIP_MAX_MB: String(config.BROWSERPLANE_BROWSER_ZIP_MAX_MB),
+    AGENT_FS_ZIP_MAX_ENTRIES: String(config.BROWSERPLANE_BROWSER_ZIP_MAX_ENTRIES),
+    AGENT_FS_ZIP_MAX_RATIO: String(config.BROWSERPLANE_BROWSER_ZIP_MAX_RATIO),
+    AGENT_FS_MAX_DEPTH: String(config.BROWSERPLANE_BROWSER_FS_MAX_DEPTH),
+    AGENT_FS_MAX_WALK_ENTRIES: String(config.BROWSERPLANE_BROWSER_FS_MAX_WALK_ENTRIES),
+  };
+}
 
 export class ConfigError extends Error {
   constructor(readonly problems: string[]) {

@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { buildApp } from './app.js';
 import { systemClock } from './clock.js';
 import { composeAppDeps } from './compose.js';
-import type { Config } from './config.js';
+import { agentFsEnv, type Config } from './config.js';
 import { EmbeddedPostgres } from './db/embedded-postgres.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
@@ -143,6 +143,7 @@ function browserRuntime(config: Config, log: Logger): { runtime: BrowserRuntime;
     log,
     standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS,
     egress: { blockPrivateNetworks: config.BROWSERPLANE_BLOCK_PRIVATE_NETWORKS, allowedNetworks: config.BROWSERPLANE_ALLOWED_PRIVATE_NETWORKS },
+    agentFsEnv: agentFsEnv(config),
   });
   return { runtime, kubernetes: false, stop: () => runtime.terminateAll(BROWSER_STOP_GRACE_MS) };
 }

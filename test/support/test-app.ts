@@ -72,6 +72,8 @@ export async function startTestApp(
      * unless one is given.
      */
     background?: { reaperIntervalMs?: number; poolIntervalMs?: number; jobs?: boolean; jobPollIntervalMs?: number };
+    /** The browser file API's limits for the agents (AGENT_FS_*), as the service passes them from its config. */
+    agentFsEnv?: Record<`AGENT_FS_${string}`, string>;
   } = {},
 ): Promise<TestApp> {
   const database = await freshDatabase();
@@ -80,7 +82,12 @@ export async function startTestApp(
   const log = options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const shutdown = new AbortController();
   // The real local runtime: it spawns agents only when a test creates a browser.
-  const runtime = createLocalRuntime({ stateDir: path.join(profileDir, 'browsers'), log, ...(options.egress ? { egress: options.egress } : {}) });
+  const runtime = createLocalRuntime({
+    stateDir: path.join(profileDir, 'browsers'),
+    log,
+    ...(options.egress ? { egress: options.egress } : {}),
+    ...(options.agentFsEnv ? { agentFsEnv: options.agentFsEnv } : {}),
+  });
   const deps: AppDeps = {
     db: database.db,
     clock,

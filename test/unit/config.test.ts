@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, configHelp, configSchema, parseConfig } from '../../api/src/config.js';
+import { parseFsLimits } from '../../agent/src/config.js';
+import { agentFsEnv, ConfigError, configHelp, configSchema, parseConfig } from '../../api/src/config.js';
 
 describe('config', () => {
   it('gives every variable its default on an empty environment', () => {
@@ -13,6 +14,23 @@ describe('config', () => {
       LOG_LEVEL: 'info',
     });
     expect(config.dataDir).toBe('/srv/app/.data');
+  });
+
+  it('passes the browser file limits to the agents, whose defaults are the same', () => {
+    const env = agentFsEnv(parseConfig({}));
+    expect(env).toEqual({
+      AGENT_FS_QUOTA_MB: '1024',
+      AGENT_FS_ZIP_MAX_MB: '512',
+      AGENT_FS_ZIP_MAX_ENTRIES: '10000',
+      AGENT_FS_ZIP_MAX_RATIO: '100',
+      AGENT_FS_MAX_DEPTH: '64',
+      AGENT_FS_MAX_WALK_ENTRIES: '100000',
+    });
+    expect(parseFsLimits(env)).toEqual(parseFsLimits({}));
+    expect(parseFsLimits({})).toMatchObject({ quotaBytes: 1024 * 1024 * 1024, maxDepth: 64 });
+    expect(agentFsEnv(parseConfig({ BROWSERPLANE_BROWSER_DISK_QUOTA_MB: '0' })).AGENT_FS_QUOTA_MB).toBe('0');
+    expect(() => parseConfig({ BROWSERPLANE_BROWSER_FS_MAX_DEPTH: '0' })).toThrow(ConfigError);
+    expect(() => parseFsLimits({ AGENT_FS_ZIP_MAX_RATIO: 'lots' })).toThrow(/AGENT_FS_ZIP_MAX_RATIO/);
   });
 
   it('reads the pool settings: launch concurrency unset by default (the service picks from the cores), memory floor 512 MB', () => {

@@ -17,6 +17,12 @@ describe('virtualComponents', () => {
     expect(() => virtualComponents(`/${'a'.repeat(5000)}`)).toThrow(/longer/);
   });
 
+  it('refuses a component over 255 bytes as name_too_long, and takes one of 255', () => {
+    expect(() => virtualComponents(`/a/${'n'.repeat(256)}/b`)).toThrow(expect.objectContaining({ status: 400, code: 'name_too_long' }));
+    expect(() => virtualComponents(`/${'é'.repeat(128)}`)).toThrow(expect.objectContaining({ code: 'name_too_long' }));
+    expect(virtualComponents(`/${'n'.repeat(255)}`)).toHaveLength(1);
+  });
+
   it('canonicalises', () => {
     expect(canonicalPath('/a//b/')).toBe('/a/b');
     expect(canonicalPath('/')).toBe('/');
@@ -43,8 +49,12 @@ describe('modes', () => {
   it('parses 3 and 4 octal digits, with a default', () => {
     expect(parseMode(undefined, 0o644)).toBe(0o644);
     expect(parseMode('755', 0)).toBe(0o755);
-    expect(parseMode('1777', 0)).toBe(0o1777);
+    expect(parseMode('0755', 0)).toBe(0o755);
     for (const bad of ['8', '77', '12345', 'rwx', '-644', ' 644']) expect(() => parseMode(bad, 0)).toThrow();
+  });
+
+  it.each(['4755', '2755', '6755', '1777', '7000'])('refuses the setuid, setgid and sticky bits of %s', (mode) => {
+    expect(() => parseMode(mode, 0)).toThrow(expect.objectContaining({ status: 400, code: 'mode_not_allowed' }));
   });
 
   it('renders ls -l style', () => {

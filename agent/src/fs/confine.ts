@@ -1,4 +1,4 @@
-import { invalidPath } from './errors.js';
+import { FsError, invalidPath, nameTooLong } from './errors.js';
 
 /**
  * Pure path rules of the per-browser filesystem. The API client sees a tree rooted at
@@ -7,6 +7,8 @@ import { invalidPath } from './errors.js';
  */
 
 const MAX_PATH_BYTES = 4096;
+/** NAME_MAX of Linux file systems: a longer component is ENAMETOOLONG at the first open. */
+const MAX_NAME_BYTES = 255;
 
 /** Components of an absolute virtual path; "/" is []. `..` is refused rather than clamped. */
 export function virtualComponents(virtualPath: string): string[] {
@@ -15,6 +17,7 @@ export function virtualComponents(virtualPath: string): string[] {
   if (Buffer.byteLength(virtualPath) > MAX_PATH_BYTES) throw invalidPath(`path is longer than ${MAX_PATH_BYTES} bytes`);
   const parts = virtualPath.split('/').filter((part) => part !== '' && part !== '.');
   if (parts.includes('..')) throw invalidPath(`path must not contain "..": ${virtualPath}`);
+  if (parts.some((part) => Buffer.byteLength(part) > MAX_NAME_BYTES)) throw nameTooLong(virtualPath.slice(0, 300));
   return parts;
 }
 
@@ -35,11 +38,18 @@ export function toVirtual(root: string, hostPath: string): string | undefined {
   return rest === '' ? '/' : rest;
 }
 
-/** Octal "644"/"0755" → number; setuid and setgid are refused separately by the caller. */
+/**
+ * Octal "644"/"0755" → number. setuid, setgid and sticky are refused (400
+ * mode_not_allowed) rather than stripped: a caller asking for them learns at once that
+ * it did not get them, instead of finding a file that silently differs from its request.
+ * Browser files have no use for them, and a setuid file is a way out of the sandbox.
+ */
 export function parseMode(mode: string | undefined, fallback: number): number {
   if (mode === undefined) return fallback;
   if (!/^[0-7]{3,4}$/.test(mode)) throw invalidPath(`mode must be 3 or 4 octal digits: ${mode}`);
-  return Number.parseInt(mode, 8);
+  const bits = Number.parseInt(mode, 8);
+  if (bits & 0o7000) throw new FsError(400, 'mode_not_allowed', `mode ${mode}: setuid, setgid and sticky bits are not allowed`);
+  return bits;
 }
 
 const TYPE_CHARS: Record<number, string> = { 0o040000: 'd', 0o120000: 'l', 0o020000: 'c', 0o060000: 'b', 0o010000: 'p', 0o140000: 's' };

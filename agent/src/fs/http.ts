@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { sendJson } from '../http-json.js';
+import { parseFsLimits, type FsLimits } from '../config.js';
 import type { AgentState } from '../server.js';
 import { canonicalPath } from './confine.js';
 import { FsError, fromErrno } from './errors.js';
@@ -23,12 +24,20 @@ interface FsContext {
 
 const contexts = new WeakMap<AgentState, Promise<FsContext>>();
 
+/**
+ * The AGENT_FS_* limits. Read from the environment here rather than passed in AgentState,
+ * which would touch agent.ts and server.ts for six numbers; main.ts parses the same
+ * variables at start (parseStandbyConfig), so a bad value stops the agent there, not here.
+ */
+let limits: FsLimits | undefined;
+const fsLimits = () => (limits ??= parseFsLimits(process.env));
+
 function contextOf(state: AgentState): Promise<FsContext> {
   let context = contexts.get(state);
   if (!context) {
     const chromium = state.chromium();
     if (state.phase() !== 'ready' || !chromium) throw new FsError(503, 'not_ready', 'browser not ready');
-    context = SessionRoot.ofChromium(chromium.pid).then((root) => ({ root, watches: new Watches() }));
+    context = SessionRoot.ofChromium(chromium.pid, fsLimits()).then((root) => ({ root, watches: new Watches() }));
     context.catch(() => contexts.delete(state));
     contexts.set(state, context);
   }
@@ -99,10 +108,9 @@ const handlers: Record<string, Handler> = {
     done(response);
   },
   'GET /fs/download_dir_zip': async ({ root }, _request, response, url) => {
-    const path = query(url, 'path');
-    await (await root.openDir(canonicalPath(path).split('/').filter(Boolean))).close();
+    const send = await downloadDirZip(root, query(url, 'path'));
     response.writeHead(200, { 'content-type': 'application/zip' });
-    await downloadDirZip(root, path, response);
+    await send(response);
   },
   'POST /fs/upload': async ({ root }, request, response) => {
     await upload(root, request);
@@ -145,6 +153,10 @@ export async function handleFsRequest(state: AgentState, request: IncomingMessag
     // is the caller's 4xx; the rest is a bug, for the server to log as a 500.
     const mapped = error instanceof FsError ? error : fromErrno(error, url.searchParams.get('path') ?? 'the path');
     if (!(mapped instanceof FsError) || response.headersSent) throw error;
+    // Refused before the body was all read (a limit passed part way): the rest is drained
+    // and the connection closed after the answer, so a keep-alive client cannot send its
+    // next request into what this server still takes for the old body.
+    if (!request.complete) response.setHeader('connection', 'close');
     request.resume();
     sendJson(response, mapped.status, { code: mapped.code, message: mapped.message });
   }

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
@@ -7,13 +8,16 @@ import busboy from 'busboy';
 import { virtualComponents } from './confine.js';
 import { FsError, invalidPath } from './errors.js';
 import { writeFile } from './operations.js';
+import type { Meter } from './quota.js';
 import type { SessionRoot } from './session-root.js';
 import { spool, uploadZip } from './zip.js';
 
 /**
  * multipart/form-data with busboy (the parser under multer: streaming, maintained).
- * Parts are handled in arrival order, one write at a time; a file part whose dest_path
- * has not arrived yet waits in memory until it does.
+ * Parts are handled in arrival order, one write at a time, with backpressure: a part
+ * waits in a 1 MiB buffer while the one before it is written, and busboy (and the request)
+ * pause when that is full. A file part whose dest_path has not arrived yet is spooled to
+ * disk, so no part is ever held whole in memory.
  */
 
 type FilePart = (name: string, stream: Readable) => Promise<void>;
@@ -33,14 +37,26 @@ function parseMultipart(request: IncomingMessage, onField: (name: string, value:
       request.resume();
       reject(error instanceof Error ? error : new Error(String(error)));
     };
+    // Every link of the chain gets a handler at once: a rejection (a bad dest_path, a
+    // limit) left unhandled until busboy's 'close' would end the agent as an unhandled
+    // rejection. After a failure, later parts are drained, not written.
     parser.on('field', (name, value) => {
       chain = chain.then(() => onField(name, value));
+      chain.catch(() => undefined);
     });
     parser.on('file', (name, stream) => {
       // Buffer the part while earlier writes finish, so busboy keeps parsing.
       const buffered = stream.pipe(new PassThrough({ highWaterMark: 1 << 20 }));
+      // A write that fails (a limit, a bad path) destroys `buffered`; the rest of the part
+      // is then drained so busboy goes on to the end, and busboy's further writes into the
+      // destroyed stream must not surface as an uncaught 'error'.
+      buffered.on('error', () => undefined);
+      buffered.once('close', () => {
+        stream.unpipe(buffered);
+        stream.resume();
+      });
       chain = chain.then(() => onFile(name, buffered));
-      chain.catch(() => stream.resume());
+      chain.catch(() => buffered.destroy());
     });
     parser.once('error', fail);
     parser.once('close', () => chain.then(resolve, fail));
@@ -50,71 +66,91 @@ function parseMultipart(request: IncomingMessage, onField: (name: string, value:
 
 const FILES_PART = /^files\[(\d+)\]\[(dest_path|file)\]$/;
 
+/** A file under `<work dir>/tmp`, the agent's own spool area (outside "/"). */
+const spoolFile = (root: SessionRoot, kind: string) => path.join(path.dirname(root.hostRoot), 'tmp', `${kind}-${randomBytes(8).toString('hex')}`);
+
+/**
+ * Writes every files[i][file] part to its files[i][dest_path]. A file part whose
+ * dest_path has not arrived yet is spooled to disk (never held in memory), counted
+ * against the quota as it arrives, and moved into place once the parts have all come.
+ */
 export async function upload(root: SessionRoot, request: IncomingMessage): Promise<void> {
   const destinations = new Map<string, string>();
-  const pending = new Map<string, Buffer>();
+  const pending = new Map<string, { file: string; size: number }>();
+  const meter = await root.quota.meter();
   let written = 0;
-  await parseMultipart(
-    request,
-    (name, value) => {
-      const match = FILES_PART.exec(name);
-      if (!match || match[2] !== 'dest_path') return;
-      virtualComponents(value);
-      destinations.set(match[1]!, value);
-    },
-    async (name, stream) => {
-      const match = FILES_PART.exec(name);
-      if (!match || match[2] !== 'file') {
-        stream.resume();
-        return;
-      }
-      const dest = destinations.get(match[1]!);
-      if (dest !== undefined) {
-        await writeFile(root, dest, stream);
-        written++;
-        return;
-      }
-      const chunks: Buffer[] = [];
-      for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(chunk);
-      pending.set(match[1]!, Buffer.concat(chunks));
-    },
-  );
-  for (const [index, bytes] of pending) {
-    const dest = destinations.get(index);
-    if (dest === undefined) throw invalidPath(`files[${index}][dest_path] is missing`);
-    await writeFile(root, dest, bytes);
-    written++;
+  try {
+    await parseMultipart(
+      request,
+      (name, value) => {
+        const match = FILES_PART.exec(name);
+        if (!match || match[2] !== 'dest_path') return;
+        virtualComponents(value);
+        destinations.set(match[1]!, value);
+      },
+      async (name, stream) => {
+        const match = FILES_PART.exec(name);
+        if (!match || match[2] !== 'file') {
+          stream.resume();
+          return;
+        }
+        const dest = destinations.get(match[1]!);
+        if (dest !== undefined) {
+          await writeFile(root, dest, stream, undefined, meter);
+          written++;
+          return;
+        }
+        const file = spoolFile(root, 'part');
+        pending.set(match[1]!, { file, size: 0 });
+        pending.get(match[1]!)!.size = await spool(stream, file, meter);
+      },
+    );
+    for (const [index, { file, size }] of pending) {
+      const dest = destinations.get(index);
+      if (dest === undefined) throw invalidPath(`files[${index}][dest_path] is missing`);
+      meter.drop(size);
+      await writeFile(root, dest, createReadStream(file), undefined, meter);
+      await rm(file, { force: true });
+      written++;
+    }
+    if (written === 0) throw new FsError(400, 'invalid_request', 'no files[i][file] part with its files[i][dest_path]');
+  } finally {
+    meter.close();
+    await Promise.all([...pending.values()].map(({ file }) => rm(file, { force: true })));
   }
-  if (written === 0) throw new FsError(400, 'invalid_request', 'no files[i][file] part with its files[i][dest_path]');
 }
 
 export async function uploadZipRequest(root: SessionRoot, request: IncomingMessage): Promise<void> {
-  const spoolPath = path.join(path.dirname(root.hostRoot), 'tmp', `upload-${randomBytes(8).toString('hex')}.zip`);
+  const spoolPath = spoolFile(root, 'upload');
+  const meter = await root.quota.meter();
   try {
-    await receiveZip(root, request, spoolPath);
+    await receiveZip(root, request, spoolPath, meter);
   } finally {
+    meter.close();
     await rm(spoolPath, { force: true });
   }
 }
 
-async function receiveZip(root: SessionRoot, request: IncomingMessage, spoolPath: string): Promise<void> {
+async function receiveZip(root: SessionRoot, request: IncomingMessage, spoolPath: string, meter: Meter): Promise<void> {
   let destPath: string | undefined;
-  let received = false;
+  let received = -1;
   await parseMultipart(
     request,
     (name, value) => {
       if (name === 'dest_path') destPath = value;
     },
     async (name, stream) => {
-      if (name !== 'zip_file' || received) {
+      if (name !== 'zip_file' || received >= 0) {
         stream.resume();
         return;
       }
-      received = true;
-      await spool(stream, spoolPath);
+      received = 0;
+      received = await spool(stream, spoolPath, meter);
     },
   );
-  if (!received) throw new FsError(400, 'invalid_request', 'the zip_file part is missing');
+  if (received < 0) throw new FsError(400, 'invalid_request', 'the zip_file part is missing');
   if (destPath === undefined) throw new FsError(400, 'invalid_request', 'the dest_path part is missing');
-  await uploadZip(root, destPath, spoolPath);
+  // The spool is not the browser's: only what is extracted counts from here on.
+  meter.drop(received);
+  await uploadZip(root, destPath, spoolPath, meter);
 }

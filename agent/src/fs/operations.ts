@@ -1,10 +1,11 @@
 import { spawn } from 'node:child_process';
 import { constants, type Stats } from 'node:fs';
-import { lstat, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
+import { lstat, open, readdir, readFile, rename, unlink, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { canonicalPath, parseMode, symbolicMode, virtualComponents } from './confine.js';
 import { escapeRefused, FsError, fromErrno, invalidPath } from './errors.js';
-import { refuseHardLinked, type SessionRoot } from './session-root.js';
+import type { Meter } from './quota.js';
+import { refuseHardLinked, type DirHandle, type SessionRoot } from './session-root.js';
 
 /** Every operation of CONTRACT.md §2.2 except zip, multipart and watch, on a SessionRoot. */
 
@@ -36,10 +37,22 @@ export function fileInfoOf(virtualPath: string, info: Stats): FileInfo {
 /**
  * Writes `body` to `virtualPath`, creating missing parent directories. The final
  * component is opened with O_NOFOLLOW (a symlink there is refused) and without O_TRUNC,
- * so a file with other hard links is refused before a byte of it changes.
+ * so a file with other hard links is refused before a byte of it changes. Bytes are
+ * counted against the quota as they arrive (`meter`: the request's own, else one for this
+ * write); a write that fails part way, over the quota or not, removes the file, so no
+ * partial file is left.
  */
-export async function writeFile(root: SessionRoot, virtualPath: string, body: Readable | Buffer, modeText?: string): Promise<void> {
+export async function writeFile(root: SessionRoot, virtualPath: string, body: Readable | Buffer, modeText?: string, meter?: Meter): Promise<void> {
   const mode = parseMode(modeText, DEFAULT_FILE_MODE);
+  const own = meter ?? (await root.quota.meter());
+  try {
+    await writeMetered(root, virtualPath, body, mode, own);
+  } finally {
+    if (!meter) own.close();
+  }
+}
+
+async function writeMetered(root: SessionRoot, virtualPath: string, body: Readable | Buffer, mode: number, meter: Meter): Promise<void> {
   const { dir, name } = await root.openParent(virtualPath, { createMode: DEFAULT_DIR_MODE });
   try {
     const handle = await open(dir.child(name), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK, mode).catch((error: unknown) => {
@@ -47,19 +60,38 @@ export async function writeFile(root: SessionRoot, virtualPath: string, body: Re
     });
     await root.verify(handle, virtualPath);
     await refuseHardLinked(handle, virtualPath);
+    let written = 0;
     try {
-      if ((await handle.stat()).isDirectory()) throw fromErrno(Object.assign(new Error(), { code: 'EISDIR' }), virtualPath);
+      const info = await handle.stat();
+      if (info.isDirectory()) throw fromErrno(Object.assign(new Error(), { code: 'EISDIR' }), virtualPath);
       await handle.truncate(0);
-      if (Buffer.isBuffer(body)) await handle.write(body);
-      else for await (const chunk of body as AsyncIterable<Buffer>) await handle.write(chunk);
+      meter.credit(info.size);
+      const put = async (chunk: Buffer) => {
+        meter.add(chunk.length);
+        written += chunk.length;
+        await handle.write(chunk);
+      };
+      if (Buffer.isBuffer(body)) await put(body);
+      else for await (const chunk of body as AsyncIterable<Buffer>) await put(chunk);
       await handle.chmod(mode);
       await root.giveToBrowser(handle);
+    } catch (error) {
+      await removeIfSame(dir, name, handle);
+      meter.drop(written);
+      if (!Buffer.isBuffer(body)) body.resume();
+      throw error;
     } finally {
       await handle.close();
     }
   } finally {
     await dir.close();
   }
+}
+
+/** Unlinks `name` if it is still the file `handle` has open (not something swapped in since). */
+async function removeIfSame(dir: DirHandle, name: string, handle: FileHandle): Promise<void> {
+  const [open_, named] = await Promise.all([handle.stat().catch(() => undefined), lstat(dir.child(name)).catch(() => undefined)]);
+  if (open_ && named && open_.ino === named.ino && open_.dev === named.dev) await unlink(dir.child(name)).catch(() => undefined);
 }
 
 export async function fileInfo(root: SessionRoot, virtualPath: string): Promise<FileInfo> {
@@ -101,7 +133,12 @@ export async function listFiles(root: SessionRoot, virtualPath: string): Promise
 
 export async function createDirectory(root: SessionRoot, virtualPath: string, modeText?: string): Promise<void> {
   const mode = parseMode(modeText, DEFAULT_DIR_MODE);
-  const dir = await root.openDir(virtualComponents(virtualPath), { createMode: mode });
+  const components = virtualComponents(virtualPath);
+  root.checkDepth(components.length, virtualPath);
+  // Directories take no bytes of the quota, but its walk refuses a tree already past the
+  // entry limit, so directories cannot be made without end either.
+  (await root.quota.meter()).close();
+  const dir = await root.openDir(components, { createMode: mode });
   await dir.close();
 }
 
@@ -171,17 +208,20 @@ export async function move(root: SessionRoot, srcPath: string, destPath: string)
 }
 
 /**
- * chmod and optional chown of one file or directory, never through a symlink.
- * setuid/setgid are refused on anything owned by root: inside a browser's files they
- * have no use, and a root-owned setuid file would be a way out of the sandbox.
+ * chmod and optional chown of one file or directory, never through a symlink. Owner and
+ * group may only be the session's own (the work dir's owner: Chromium's user), by number
+ * or by that user's and group's names; any other is 400 owner_not_allowed. Names are
+ * looked up for the session's own ids only, never for what the request names. setuid,
+ * setgid and sticky bits are refused by parseMode (400 mode_not_allowed).
  */
 export async function setFilePermissions(
   root: SessionRoot,
   input: { path: string; mode: string; owner?: string; group?: string },
 ): Promise<void> {
   const mode = parseMode(input.mode, DEFAULT_FILE_MODE);
-  const uid = input.owner === undefined ? undefined : await lookupId('/etc/passwd', input.owner, 'owner');
-  const gid = input.group === undefined ? undefined : await lookupId('/etc/group', input.group, 'group');
+  const self = root.identity();
+  const uid = input.owner === undefined ? undefined : await ownId('/etc/passwd', input.owner, self.uid, 'owner');
+  const gid = input.group === undefined ? undefined : await ownId('/etc/group', input.group, self.gid, 'group');
   const { dir, name } = await root.openParent(input.path);
   try {
     const handle = await open(dir.child(name), O_RDONLY | O_NOFOLLOW | O_NONBLOCK).catch((error: unknown) => {
@@ -191,12 +231,7 @@ export async function setFilePermissions(
       await root.verify(handle, input.path);
       const info = await handle.stat();
       if (info.isFile() && info.nlink > 1) throw escapeRefused(input.path, `has ${info.nlink} hard links`);
-      const finalUid = uid ?? info.uid;
-      const finalGid = gid ?? info.gid;
-      if ((mode & 0o4000 && finalUid === 0) || (mode & 0o2000 && finalGid === 0)) {
-        throw invalidPath('setuid/setgid bits are not allowed on files owned by root');
-      }
-      if (uid !== undefined || gid !== undefined) await handle.chown(finalUid, finalGid);
+      if (uid !== undefined || gid !== undefined) await handle.chown(uid ?? info.uid, gid ?? info.gid);
       await handle.chmod(mode);
     } finally {
       await handle.close().catch(() => undefined);
@@ -206,12 +241,18 @@ export async function setFilePermissions(
   }
 }
 
-/** A user or group by name or numeric id; unknown ones are a 400. */
-async function lookupId(database: '/etc/passwd' | '/etc/group', nameOrId: string, field: string): Promise<number> {
-  if (/^\d+$/.test(nameOrId)) return Number(nameOrId);
+/**
+ * `nameOrId` when it names the session's own id `own`: the number itself, or the name
+ * the system database gives that id. Anything else is refused without looking it up.
+ */
+async function ownId(database: '/etc/passwd' | '/etc/group', nameOrId: string, own: number, field: 'owner' | 'group'): Promise<number> {
+  const refuse = () => new FsError(400, 'owner_not_allowed', `${field} may only be the browser's own ${field === 'owner' ? 'user' : 'group'} (id ${own}): ${nameOrId.slice(0, 64)}`);
+  if (/^\d+$/.test(nameOrId)) {
+    if (Number(nameOrId) !== own) throw refuse();
+    return own;
+  }
   const lines = (await readFile(database, 'utf8')).split('\n');
-  const fields = lines.find((line) => line.startsWith(`${nameOrId}:`))?.split(':');
-  if (!fields || fields.length < 3) throw new FsError(400, 'invalid_request', `unknown ${field}: ${nameOrId}`);
-  return Number(fields[2]);
+  const ownName = lines.map((line) => line.split(':')).find((fields) => fields.length >= 3 && Number(fields[2]) === own && fields[2] !== '')?.[0];
+  if (ownName === undefined || ownName !== nameOrId) throw refuse();
+  return own;
 }
-

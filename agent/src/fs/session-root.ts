@@ -1,8 +1,10 @@
 import { constants } from 'node:fs';
 import { lstat, mkdir, open, readFile, readlink, realpath, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import type { FsLimits } from '../config.js';
 import { isInside, virtualComponents } from './confine.js';
 import { escapeRefused, FsError, fromErrno, invalidPath } from './errors.js';
+import { Quota } from './quota.js';
 
 /**
  * The browser's filesystem: Chromium's HOME (<work dir>/home) seen as "/". It holds
@@ -42,15 +44,35 @@ export class DirHandle {
 }
 
 export class SessionRoot {
+  readonly quota: Quota;
+
   constructor(
     /** Real path (no symlinks) of the root on the host. */
     readonly hostRoot: string,
     /** Who Chromium runs as; files the agent creates are given to it (undefined: not root). */
     readonly owner: Owner | undefined,
-  ) {}
+    readonly limits: FsLimits,
+  ) {
+    this.quota = new Quota(this);
+  }
+
+  /**
+   * The session's own user and group: the work dir's owner (Chromium's user) when the
+   * agent runs as root, else the agent's own. The only owner set_file_permissions allows.
+   */
+  identity(): Owner {
+    return this.owner ?? { uid: process.getuid?.() ?? -1, gid: process.getgid?.() ?? -1 };
+  }
+
+  /** 400 path_too_deep for a path with more components below "/" than the limit. */
+  checkDepth(depth: number, virtualPath: string): void {
+    if (depth > this.limits.maxDepth) {
+      throw new FsError(400, 'path_too_deep', `${virtualPath.slice(0, 200)}: more than ${this.limits.maxDepth} levels below "/"`);
+    }
+  }
 
   /** The root of the browser whose Chromium runs as `chromiumPid`, from its --user-data-dir. */
-  static async ofChromium(chromiumPid: number): Promise<SessionRoot> {
+  static async ofChromium(chromiumPid: number, limits: FsLimits): Promise<SessionRoot> {
     const args = (await readFile(`/proc/${chromiumPid}/cmdline`, 'utf8')).split('\0');
     const userData = args.find((arg) => arg.startsWith('--user-data-dir='))?.slice('--user-data-dir='.length);
     if (!userData) throw new Error(`chromium ${chromiumPid} has no --user-data-dir`);
@@ -58,7 +80,7 @@ export class SessionRoot {
     const home = path.join(workDir, 'home');
     const info = await stat(workDir);
     const owner = process.getuid?.() === 0 ? { uid: info.uid, gid: info.gid } : undefined;
-    const root = new SessionRoot(await realpath(home), owner);
+    const root = new SessionRoot(await realpath(home), owner, limits);
     const downloads = await root.openDir(['Downloads'], { createMode: 0o755 });
     await downloads.close();
     return root;
@@ -84,6 +106,7 @@ export class SessionRoot {
    * directories are created with `createMode` when given.
    */
   async openDir(components: string[], options: { createMode?: number } = {}): Promise<DirHandle> {
+    this.checkDepth(components.length, `/${components.join('/')}`);
     const rootHandle = await open(this.hostRoot, DIR_FLAGS);
     let dir = new DirHandle(rootHandle, await this.verify(rootHandle, '/'));
     const walked: string[] = [];
@@ -149,6 +172,7 @@ export class SessionRoot {
     const parts = virtualComponents(virtualPath);
     const name = parts.pop();
     if (name === undefined) throw invalidPath('this operation needs a path below "/"');
+    this.checkDepth(parts.length + 1, virtualPath);
     return { dir: await this.openDir(parts, options), name };
   }
 

@@ -1,13 +1,16 @@
-import { createWriteStream } from 'node:fs';
-import { lstat, readdir } from 'node:fs/promises';
-import type { Readable, Writable } from 'node:stream';
+import { constants, createWriteStream } from 'node:fs';
+import { open, stat } from 'node:fs/promises';
+import { Transform, type Readable, type Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import yauzl from 'yauzl';
 import yazl from 'yazl';
-import { canonicalPath, safeZipEntry, virtualComponents } from './confine.js';
-import { invalidPath } from './errors.js';
-import { DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, openForRead, writeFile } from './operations.js';
-import type { SessionRoot } from './session-root.js';
+import type { FsLimits } from '../config.js';
+import { safeZipEntry, virtualComponents } from './confine.js';
+import { FsError, fromErrno, invalidPath, tooLarge } from './errors.js';
+import { DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, deleteFile, writeFile } from './operations.js';
+import type { Meter } from './quota.js';
+import { refuseHardLinked, type SessionRoot } from './session-root.js';
+import { walkTree, type WalkEntry } from './walk.js';
 
 /**
  * Zip both ways. yazl writes (streaming, no native code, files opened lazily one at a
@@ -16,45 +19,41 @@ import type { SessionRoot } from './session-root.js';
  * dependencies worth mentioning, unlike archiver (a dozen) or unzipper (unmaintained).
  */
 
-interface TreeEntry {
-  rel: string;
-  isDir: boolean;
-  mtime: Date;
-  mode: number;
-}
-
-/** Regular files and directories under a directory; symlinks and special files are left out. */
-async function collectTree(root: SessionRoot, components: string[], rel: string, into: TreeEntry[]): Promise<void> {
+/**
+ * Streams the tree under `virtualPath` as a zip: regular files and directories (symlinks,
+ * special files and files with other hard links are left out). The tree is walked first
+ * (walk.ts: bounded, one open per directory, asynchronous), then each file is opened
+ * lazily from its directory's real path with O_NOFOLLOW and checked under the root again.
+ * Resolves, once the walk is done, to the function that streams the zip.
+ */
+export async function downloadDirZip(root: SessionRoot, virtualPath: string): Promise<(output: Writable) => Promise<void>> {
+  const components = virtualComponents(virtualPath);
+  const entries: WalkEntry[] = [];
   const dir = await root.openDir(components);
-  const subdirs: string[] = [];
   try {
-    for (const name of (await readdir(dir.child(''))).sort()) {
-      const info = await lstat(dir.child(name)).catch(() => undefined);
-      if (!info || !(info.isFile() || info.isDirectory()) || (info.isFile() && info.nlink > 1)) continue;
-      into.push({ rel: `${rel}${name}`, isDir: info.isDirectory(), mtime: info.mtime, mode: info.mode & 0o777 });
-      if (info.isDirectory()) subdirs.push(name);
-    }
+    await walkTree(root, dir, components.length, (entry) => {
+      const { info } = entry;
+      if (info.isDirectory() || (info.isFile() && info.nlink === 1)) entries.push(entry);
+    });
   } finally {
     await dir.close();
   }
-  for (const name of subdirs) await collectTree(root, [...components, name], `${rel}${name}/`, into);
+  // Walked before the caller sends its 200: a limit the tree passes is still a 4xx.
+  return (output) => streamZip(root, components, entries, output);
 }
 
-export async function downloadDirZip(root: SessionRoot, virtualPath: string, output: Writable): Promise<void> {
-  const components = virtualComponents(virtualPath);
-  const entries: TreeEntry[] = [];
-  await collectTree(root, components, '', entries);
-  const base = canonicalPath(virtualPath);
+async function streamZip(root: SessionRoot, components: string[], entries: WalkEntry[], output: Writable): Promise<void> {
   const zip = new yazl.ZipFile();
   const nonEmpty = new Set(entries.map((entry) => entry.rel.slice(0, entry.rel.lastIndexOf('/'))));
-  for (const entry of entries) {
-    if (entry.isDir) {
-      if (!nonEmpty.has(entry.rel)) zip.addEmptyDirectory(entry.rel, { mtime: entry.mtime, mode: entry.mode });
+  for (const { rel, info, parentHost, name } of entries) {
+    const options = { mtime: info.mtime, mode: info.mode & 0o777 };
+    if (info.isDirectory()) {
+      if (!nonEmpty.has(rel)) zip.addEmptyDirectory(rel, options);
       continue;
     }
-    zip.addReadStreamLazy(entry.rel, { mtime: entry.mtime, mode: entry.mode }, (callback) => {
-      openForRead(root, `${base === '/' ? '' : base}/${entry.rel}`).then(
-        ({ handle }) => callback(null, handle.createReadStream()),
+    zip.addReadStreamLazy(rel, options, (callback) => {
+      openEntry(root, `${parentHost}/${name}`, `/${[...components, rel].join('/')}`).then(
+        (handle) => callback(null, handle.createReadStream()),
         (error: unknown) => callback(error as Error, undefined as never),
       );
     });
@@ -63,11 +62,41 @@ export async function downloadDirZip(root: SessionRoot, virtualPath: string, out
   await pipeline(zip.outputStream, output);
 }
 
-/** Streams a multipart file part to a spool file the agent alone uses. */
-export async function spool(source: Readable, spoolPath: string): Promise<void> {
-  await pipeline(source, createWriteStream(spoolPath, { flags: 'wx', mode: 0o600 }));
+async function openEntry(root: SessionRoot, hostPath: string, virtualPath: string) {
+  const handle = await open(hostPath, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch((error: unknown) => {
+    throw fromErrno(error, virtualPath);
+  });
+  await root.verify(handle, virtualPath);
+  await refuseHardLinked(handle, virtualPath);
+  if (!(await handle.stat()).isFile()) {
+    await handle.close();
+    throw new FsError(400, 'is_a_directory', `${virtualPath} changed into a directory`);
+  }
+  return handle;
 }
 
+/** Streams a multipart file part to a spool file the agent alone uses, counted against the quota; its size. */
+export async function spool(source: Readable, spoolPath: string, meter: Meter): Promise<number> {
+  let size = 0;
+  const count = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      try {
+        meter.add(chunk.length);
+        size += chunk.length;
+        callback(null, chunk);
+      } catch (error) {
+        callback(error as Error);
+      }
+    },
+  });
+  try {
+    await pipeline(source, count, createWriteStream(spoolPath, { flags: 'wx', mode: 0o600 }));
+  } catch (error) {
+    source.resume();
+    throw error;
+  }
+  return size;
+}
 const openZip = (file: string) =>
   new Promise<yauzl.ZipFile>((resolve, reject) =>
     yauzl.open(file, { lazyEntries: true, autoClose: false, decodeStrings: false, validateEntrySizes: true }, (error, zip) =>
@@ -93,21 +122,31 @@ const S_IFMT = 0o170000;
 const S_IFLNK = 0o120000;
 
 /**
- * Extracts into `destPath`. Every entry name is checked before anything is written, so
- * a zip with one zip-slip entry (absolute, "..", backslash) or a symlink writes nothing.
+ * Extracts into `destPath`. Every entry is checked before anything is written: its name
+ * (absolute, "..", backslash: zip-slip), its type (no symlinks), its depth, and the zip as
+ * a whole against the limits (entry count, total uncompressed size, ratio to the zip's
+ * own size, the quota). yauzl's validateEntrySizes makes each entry's stream fail if it
+ * inflates past the size it declares, so the declared sizes checked here bound the real
+ * ones. A failure part way removes the files written so far.
  */
-export async function uploadZip(root: SessionRoot, destPath: string, zipFile: string): Promise<void> {
+export async function uploadZip(root: SessionRoot, destPath: string, zipFile: string, meter: Meter): Promise<void> {
   const dest = virtualComponents(destPath);
+  const { limits } = root;
   const zip = await openZip(zipFile);
+  const written: string[] = [];
   try {
+    if (zip.entryCount > limits.zipMaxEntries) throw tooLarge('too_many_entries', `the zip has ${zip.entryCount} entries; at most ${limits.zipMaxEntries} are allowed`);
     const entries = await readEntries(zip);
     const planned = entries.map((entry) => {
       const name = (entry.fileName as unknown as Buffer).toString('utf8');
       const parts = safeZipEntry(name);
+      root.checkDepth(dest.length + parts.length, `/${[...dest, ...parts].join('/')}`);
       const unixMode = (entry.externalFileAttributes >>> 16) & 0xffff;
       if ((unixMode & S_IFMT) === S_IFLNK) throw invalidPath(`zip entry is a symbolic link: ${JSON.stringify(name)}`);
       return { entry, parts, isDir: name.endsWith('/'), mode: unixMode & 0o777 };
     });
+    checkExpansion(planned.map(({ entry }) => entry), (await stat(zipFile)).size, limits);
+    meter.check(planned.reduce((sum, { entry }) => sum + entry.uncompressedSize, 0));
     for (const { entry, parts, isDir, mode } of planned) {
       const virtual = `/${[...dest, ...parts].join('/')}`;
       if (isDir) {
@@ -117,9 +156,24 @@ export async function uploadZip(root: SessionRoot, destPath: string, zipFile: st
       const stream = await new Promise<Readable>((resolve, reject) =>
         zip.openReadStream(entry, (error, readable) => (error ? reject(invalidPath(`bad zip entry: ${error.message}`)) : resolve(readable))),
       );
-      await writeFile(root, virtual, stream, ((mode & 0o777) || DEFAULT_FILE_MODE).toString(8).padStart(3, '0'));
+      written.push(virtual);
+      await writeFile(root, virtual, stream, ((mode & 0o777) || DEFAULT_FILE_MODE).toString(8).padStart(3, '0'), meter);
     }
+  } catch (error) {
+    for (const virtual of written) await deleteFile(root, virtual).catch(() => undefined);
+    throw error instanceof Error && !(error instanceof FsError) && /size|inflate|compress/i.test(error.message) ? invalidPath(`bad zip entry: ${error.message}`) : error;
   } finally {
     zip.close();
+  }
+}
+
+const RATIO_FLOOR_BYTES = 1024 * 1024;
+
+/** 413 when the zip would expand past the size limit, or by more than the ratio limit (past 1 MiB). */
+function checkExpansion(entries: yauzl.Entry[], zipBytes: number, limits: FsLimits): void {
+  const total = entries.reduce((sum, entry) => sum + entry.uncompressedSize, 0);
+  if (total > limits.zipMaxBytes) throw tooLarge('zip_too_large', `the zip expands to ${total} bytes; at most ${limits.zipMaxBytes} are allowed`);
+  if (total > RATIO_FLOOR_BYTES && total / Math.max(zipBytes, 1) > limits.zipMaxRatio) {
+    throw tooLarge('zip_ratio_too_high', `the zip expands ${Math.round(total / Math.max(zipBytes, 1))} times its size; at most ${limits.zipMaxRatio} times is allowed`);
   }
 }

@@ -62,6 +62,8 @@ export async function spawnAgent(options: {
   logLevel: string;
   /** BROWSERPLANE_BLOCK_PRIVATE_NETWORKS and its allow list, for the agent's forwarder (agent/src/egress.ts). */
   egress?: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined };
+  /** AGENT_FS_* limits of the file API (agent/src/config.ts parseFsLimits). */
+  fsEnv?: Record<`AGENT_FS_${string}`, string>;
 }): Promise<ChildProcess> {
   const log = await open(options.logFile, 'a', 0o600);
   try {
@@ -79,6 +81,7 @@ export async function spawnAgent(options: {
       LOG_LEVEL: options.logLevel,
       ...(options.chromePath ? { CHROME_PATH: options.chromePath } : {}),
       ...(options.egress ? egressEnv(options.egress) : {}),
+      ...options.fsEnv,
     };
     const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, options.agentEntry], {
       // Its own process group, so terminate can kill the agent and anything it left.

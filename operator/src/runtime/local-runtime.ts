@@ -55,6 +55,8 @@ export interface LocalRuntimeOptions {
   agentLogLevel?: string;
   /** Keeps every browser's traffic off loopback and private networks but these (agent/src/egress.ts). Default: off. */
   egress?: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined };
+  /** The browser file API's limits for every agent (AGENT_FS_*; unset: the agent's defaults). */
+  agentFsEnv?: Record<`AGENT_FS_${string}`, string>;
 }
 
 export type LocalRuntime = BrowserRuntime & {
@@ -165,7 +167,17 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
         const logFile = path.join(options.stateDir, `${name}.log`);
         const portFile = path.join(options.stateDir, `${name}.port`);
         const token = randomBytes(32).toString('base64url');
-        const child = await spawnAgent({ agentEntry, port: 0, portFile, logFile, standbyToken: token, chromePath: options.chromePath, logLevel: options.agentLogLevel ?? 'info', egress: options.egress });
+        const child = await spawnAgent({
+          agentEntry,
+          port: 0,
+          portFile,
+          logFile,
+          standbyToken: token,
+          chromePath: options.chromePath,
+          logLevel: options.agentLogLevel ?? 'info',
+          egress: options.egress,
+          fsEnv: options.agentFsEnv,
+        });
         const standby: Standby = { child, agentUrl: '', logFile, token, ready: Promise.resolve(false) };
         standby.ready = waitForStandby(standby, portFile);
         child.once('exit', () => {
@@ -270,6 +282,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
         chromePath: options.chromePath,
         logLevel: options.agentLogLevel ?? 'info',
         egress: options.egress,
+        fsEnv: options.agentFsEnv,
       });
     }
     record.agentPid = child.pid!;

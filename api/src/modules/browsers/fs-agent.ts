@@ -10,7 +10,8 @@ import type { RouteResult } from '../../http/route.js';
  * errors keep their status, so a missing file is 404 not_found here too.
  */
 
-const PASSED_STATUSES = new Set([400, 403, 404, 409, 413]);
+/** The agent's 4xx (the client's doing: a bad path, a limit) and 507 (no space) pass with their code. */
+const PASSED_STATUSES = new Set([400, 403, 404, 409, 413, 507]);
 
 export interface AgentCall {
   method: 'GET' | 'PUT' | 'POST' | 'DELETE';

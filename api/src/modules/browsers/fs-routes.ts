@@ -42,13 +42,14 @@ export function fsRoutes(deps: AppDeps): RouteDef[] {
       path: `${base}/write_file`,
       operationId: 'browserFsWriteFile',
       summary: 'Write a file from the raw request body (application/octet-stream)',
-      description: 'Missing parent directories are created (755). A symlink or a file with other hard links at the path is refused (400).',
+      description:
+        'Missing parent directories are created (755). A symlink or a file with other hard links at the path is refused (400). A write that would pass the browser\'s disk quota is refused (413 quota_exceeded) and leaves no partial file. setuid, setgid and sticky bits are refused.',
       tags,
       auth: 'project',
       params: browserIdParams,
       query: writeFileQuery,
       bodyType: 'raw',
-      responses: { ...done, ...errorResponses(400, 404, 409, 415) },
+      responses: { ...done, ...errorResponses(400, 403, 404, 409, 413, 415, 507) },
       handler: async ({ params, query, auth, req }) =>
         callAgentJson(await agentOf(auth, params.id_or_name), { method: 'PUT', path: '/fs/write_file', query, body: { stream: req } }),
     }),
@@ -99,7 +100,7 @@ export function fsRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       params: browserIdParams,
       query: pathQuery,
-      responses: { 200: { description: 'Zip bytes', schema: binary, contentType: 'application/zip' }, ...errorResponses(400, 404) },
+      responses: { 200: { description: 'Zip bytes', schema: binary, contentType: 'application/zip' }, ...errorResponses(400, 403, 404, 413) },
       handler: async ({ params, query, auth, res }) =>
         streamAgent(await agentOf(auth, params.id_or_name), { method: 'GET', path: '/fs/download_dir_zip', query }, res),
     }),
@@ -111,15 +112,15 @@ export function fsRoutes(deps: AppDeps): RouteDef[] {
 type AgentOf = (auth: AuthContext, idOrName: string) => Promise<string>;
 
 const BODY_OPS = [
-  { op: 'create_directory', body: createDirectoryBody, summary: 'Create a directory and any missing parents (mode default 755)', errors: [400, 404, 409] },
-  { op: 'delete_file', body: pathBody, summary: 'Delete a file or symlink (never its target)', errors: [400, 404] },
-  { op: 'delete_directory', body: pathBody, summary: 'Delete a directory tree', errors: [400, 404] },
-  { op: 'move', body: moveBody, summary: 'Move or rename a file or directory', errors: [400, 404, 409] },
+  { op: 'create_directory', body: createDirectoryBody, summary: 'Create a directory and any missing parents (mode default 755)', errors: [400, 403, 404, 409, 413, 507] },
+  { op: 'delete_file', body: pathBody, summary: 'Delete a file or symlink (never its target)', errors: [400, 403, 404, 409] },
+  { op: 'delete_directory', body: pathBody, summary: 'Delete a directory tree', errors: [400, 403, 404, 409] },
+  { op: 'move', body: moveBody, summary: 'Move or rename a file or directory', errors: [400, 403, 404, 409, 507] },
   {
     op: 'set_file_permissions',
     body: setFilePermissionsBody,
-    summary: 'Change mode, and optionally owner and group, of a file or directory',
-    errors: [400, 404],
+    summary: "Change mode, and optionally owner and group, of a file or directory. Owner and group may only be the browser's own user and group; setuid, setgid and sticky bits are refused (400)",
+    errors: [400, 403, 404],
   },
 ] as const;
 
@@ -154,13 +155,16 @@ function uploadRoutes(agentOf: AgentOf): RouteDef[] {
       auth: 'project',
       params: browserIdParams,
       bodyType: 'multipart',
-      responses: { ...done, ...errorResponses(400, 404, 409, 415) },
+      responses: { ...done, ...errorResponses(400, 403, 404, 409, 413, 415, 507) },
       handler: async ({ params, auth, req }) =>
         callAgentJson(await agentOf(auth, params.id_or_name), { method: 'POST', path: `/fs/${op}`, body: { stream: req } }),
     });
   return [
     upload('upload', 'Write files from multipart parts files[i][dest_path] and files[i][file]'),
-    upload('upload_zip', 'Extract a zip (multipart zip_file) into dest_path; an entry leaving it (zip-slip) or a symlink entry refuses the whole zip'),
+    upload(
+      'upload_zip',
+      'Extract a zip (multipart zip_file) into dest_path; an entry leaving it (zip-slip), a symlink entry, or a zip past the limits (entries, total size, expansion ratio, quota: 413) refuses the whole zip',
+    ),
   ];
 }
 

@@ -4,7 +4,8 @@ import { browserIdParams } from './schema.js';
 /** Shapes of CONTRACT.md §2.2 (browsers.fs). */
 
 export const fsPath = z.string().regex(/^\/.*/, 'must be an absolute path (start with "/")').describe('Absolute path inside the browser filesystem');
-const mode = z.string().regex(/^[0-7]{3,4}$/, 'must be 3 or 4 octal digits, e.g. 644');
+/** Permission bits only: setuid, setgid and sticky (a leading digit other than 0) are refused here and by the agent. */
+const mode = z.string().regex(/^0?[0-7]{3}$/, 'must be 3 octal digits (or 4 with a leading 0), e.g. 644; setuid, setgid and sticky bits are not allowed');
 
 export const pathQuery = z.object({ path: fsPath });
 export const writeFileQuery = z.object({
@@ -20,8 +21,8 @@ export const moveBody = z.strictObject({ src_path: fsPath.describe('What to move
 export const setFilePermissionsBody = z.strictObject({
   path: fsPath,
   mode: mode.describe('Octal permission bits, e.g. 644'),
-  owner: z.string().min(1).max(64).optional().describe('User name or UID'),
-  group: z.string().min(1).max(64).optional().describe('Group name or GID'),
+  owner: z.string().min(1).max(64).optional().describe("User name or UID: only the browser's own user"),
+  group: z.string().min(1).max(64).optional().describe("Group name or GID: only the browser's own group"),
 });
 export const watchBody = z.strictObject({
   path: fsPath.describe('Directory to watch'),
