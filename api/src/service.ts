@@ -131,7 +131,12 @@ function browserRuntime(config: Config, log: Logger): { runtime: BrowserRuntime;
     const runtime = createCustomResourceRuntime({ config: kubeConfig, namespace: config.namespace, log, launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });
     return { runtime, kubernetes: true, stop: () => runtime.close() };
   }
-  const runtime = createLocalRuntime({ stateDir: path.join(config.dataDir, 'browsers'), log, standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS });
+  const runtime = createLocalRuntime({
+    stateDir: path.join(config.dataDir, 'browsers'),
+    log,
+    standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS,
+    sessionUids: { base: config.BROWSERPLANE_SESSION_UID_BASE, count: config.BROWSERPLANE_SESSION_UID_COUNT },
+  });
   return { runtime, kubernetes: false, stop: () => runtime.terminateAll(BROWSER_STOP_GRACE_MS) };
 }
 
