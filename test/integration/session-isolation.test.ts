@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { statSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
@@ -21,15 +22,14 @@ let b: FsSession;
 let browserB: Browser;
 let workA: string;
 let chromiumA: number;
-let agentA: number;
 
 const SECRET = 'secret of session A';
 
-const agentOf = async (session: FsSession) => {
-  const { rows } = await app.database.db.query<{ agent_url: string }>('SELECT agent_url FROM browser_sessions WHERE id = $1', [session.id]);
+const agentOf = async (sessionId: string) => {
+  const { rows } = await app.database.db.query<{ agent_url: string }>('SELECT agent_url FROM browser_sessions WHERE id = $1', [sessionId]);
   return rows[0]!.agent_url;
 };
-const healthOf = async (session: FsSession) => (await (await fetch(`${await agentOf(session)}/health`)).json()) as { browser: { pid: number } };
+const healthOf = async (sessionId: string) => (await (await fetch(`${await agentOf(sessionId)}/health`)).json()) as { browser: { pid: number } };
 const uidOf = (pid: number) => Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
 
 /** What a fresh page of B shows at `url`, or undefined when the navigation fails. */
@@ -54,9 +54,7 @@ beforeAll(async () => {
   b = await newFsSession(app, projectB.http);
   expect((await writeFile(a, '/secret-a.txt', SECRET)).status).toBe(204);
   workA = path.dirname(a.hostRoot);
-  chromiumA = (await healthOf(a)).browser.pid;
-  const { rows } = await app.database.db.query<{ agent_url: string }>('SELECT agent_url FROM browser_sessions WHERE id = $1', [a.id]);
-  agentA = Number(new URL(rows[0]!.agent_url).port);
+  chromiumA = (await healthOf(a.id)).browser.pid;
   browserB = await chromium.connectOverCDP(b.cdpWsUrl);
 }, 120_000);
 
@@ -102,7 +100,7 @@ describe("a session's page cannot reach another session's files or processes", (
     expect(membersA.length).toBeGreaterThan(1);
     const listing = await visit('file:///proc/');
     const pids = [...(listing ?? '').matchAll(/^(\d+)\/?\s/gm)].map((match) => Number(match[1]));
-    console.log(`  B's /proc lists ${pids.length} pids: ${pids.join(' ')}; A's Chromium is ${chromiumA}, its agent port ${agentA}`);
+    console.log(`  B's /proc lists ${pids.length} pids: ${pids.join(' ')}; A's Chromium is ${chromiumA}`);
     expect(listing).toBeDefined();
     for (const pid of membersA) expect(pids).not.toContain(pid);
     for (const url of [`file:///proc/${chromiumA}/fd/`, `file:///proc/${chromiumA}/cmdline`, `file:///proc/${chromiumA}/environ`, `file:///proc/${chromiumA}/root/${workA}/home/secret-a.txt`]) {
@@ -113,4 +111,30 @@ describe("a session's page cannot reach another session's files or processes", (
       expect(shown ?? '').not.toMatch(/user-data|socket:|pipe:/);
     }
   });
+
+  it("another session's uid cannot use a headful browser's display; the browser's own uid can", async () => {
+    const projectA = await newProject(app.tenant.http);
+    const created = await projectA.http.post('/browsers', { headless: false });
+    expect(created.status).toBe(200);
+    const headfulId = created.body.session_id as string;
+    const { browser } = await healthOf(headfulId);
+    const environ = readFileSync(`/proc/${browser.pid}/environ`, 'utf8').split('\0');
+    const display = environ.find((entry) => entry.startsWith('DISPLAY='))!.slice('DISPLAY='.length);
+    const xauthority = environ.find((entry) => entry.startsWith('XAUTHORITY='))!.slice('XAUTHORITY='.length);
+    const uidB = statSync(path.dirname(b.hostRoot)).uid;
+    const uidH = uidOf(browser.pid);
+    const xdpyinfoAs = (uid: number) =>
+      spawnSync('setpriv', [`--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', '--', 'xdpyinfo', '-display', display], {
+        env: { PATH: process.env.PATH, XAUTHORITY: xauthority },
+        encoding: 'utf8',
+        timeout: 10_000,
+      });
+    const own = xdpyinfoAs(uidH);
+    const other = xdpyinfoAs(uidB);
+    console.log(`  display ${display}, ${xauthority}: as its uid ${uidH} exit ${own.status}; as B's uid ${uidB} exit ${other.status}: ${other.stderr.trim().split('\n')[0]}`);
+    expect(own.status).toBe(0);
+    expect(other.status).not.toBe(0);
+    expect(other.stdout).not.toContain('screen #0');
+    expect((await projectA.http.delete(`/browsers/${headfulId}`)).status).toBe(204);
+  }, 60_000);
 });
