@@ -1,4 +1,4 @@
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { killProcessGroup } from './process-group.js';
 import type { SystemUser } from './system-user.js';
@@ -94,9 +94,18 @@ export function isolationWrap(options: { user: SystemUser | undefined; workDir: 
 
 /** Chromium's pid (pid 1 of the namespace, seen from ours): the wrapper's only child. */
 export async function innerPid(wrapperPid: number): Promise<number | undefined> {
-  const children = await readFile(`/proc/${wrapperPid}/task/${wrapperPid}/children`, 'utf8').catch(() => '');
-  const first = Number(children.trim().split(/\s+/)[0]);
-  return Number.isInteger(first) && first > 0 ? first : undefined;
+  const children = await readFile(`/proc/${wrapperPid}/task/${wrapperPid}/children`, 'utf8').catch(() => undefined);
+  if (children !== undefined) {
+    const first = Number(children.trim().split(/\s+/)[0]);
+    return Number.isInteger(first) && first > 0 ? first : undefined;
+  }
+  // Kernels without CONFIG_PROC_CHILDREN: the process whose parent is the wrapper.
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === wrapperPid) return Number(entry);
+  }
+  return undefined;
 }
 
 /** Kills a wrapped launch: Chromium's group (its death ends the namespace), then the wrapper's. */
