@@ -117,6 +117,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
   const launching = new Map<string, { done: Promise<ObservedBrowser>; labels: Record<string, string> }>();
   // Not root: agents cannot switch uid, so every browser runs as the service's user.
   const uids = process.getuid?.() === 0 ? new UidPool(options.sessionUids ?? DEFAULT_SESSION_UIDS, log) : undefined;
+  if (!uids) log.warn('not running as root: every browser runs as this service\'s user, in no namespace of its own, so sessions are not isolated from each other on this host');
   /** The uids named by records on disk, held before the first allocation (after a restart). */
   let recordedUids: Promise<void> | undefined;
   const reserveRecordedUids = () =>
