@@ -9,6 +9,7 @@ import { resolveSystemUser, type SystemUser } from './system-user.js';
 import { ChromiumStartError, findChromium, launchChromium, startUrlOf, type RunningChromium } from './chromium.js';
 import type { AgentConfig } from './config.js';
 import { startDisplay, type XDisplay } from './display.js';
+import { isolationWrap } from './isolation.js';
 import { killProcessGroup } from './process-group.js';
 import { preparePolicy, type PolicyLaunch } from './policy.js';
 import { reportPort } from './port-file.js';
@@ -243,7 +244,7 @@ export class BrowserAgent {
     await stopVncServers();
   }
 
-  /** Chromium's flags and wrapper from the proxy forwarder, stealth and chrome_policy. */
+  /** Chromium's flags and bind mounts from the proxy forwarder, stealth and chrome_policy. */
   private async prepareLaunchExtras(user: SystemUser | undefined, forwarding: Promise<ProxyForwarder>): Promise<void> {
     const { spec } = this.config;
     const workDir = this.dirs!.root;
@@ -252,7 +253,7 @@ export class BrowserAgent {
     const [forwarder, stealthFlags, policy] = await Promise.all([
       forwarding,
       spec.stealth ? prepareStealth({ workDir, executable: findChromium(this.config.chromePath) }) : [],
-      preparePolicy({ policy: chromePolicy.policy, workDir, user }),
+      preparePolicy({ policy: chromePolicy.policy, workDir }),
     ]);
     this.policy = policy;
     this.extraFlags = [...forwarder.chromiumFlags(), ...stealthFlags];
@@ -303,7 +304,10 @@ export class BrowserAgent {
     this.display = await startDisplay({ ...spec.viewport, dir: this.dirs!.home, user, timeoutMs: this.config.startTimeoutMs, log: this.log });
   }
 
+  /** The session's own uid when the runtime gave one (AGENT_CHROMIUM_UID), else the named user. */
   private async chromiumUser(): Promise<SystemUser | undefined> {
+    const uid = this.config.chromiumUid;
+    if (uid !== undefined && process.getuid?.() === 0) return { uid, gid: uid, name: `uid ${uid}` };
     try {
       return await resolveSystemUser(this.config.chromiumUser);
     } catch (error) {
@@ -322,7 +326,8 @@ export class BrowserAgent {
       display: this.display,
       user,
       extraFlags: this.extraFlags,
-      ...(this.policy?.wrap ? { wrap: this.policy.wrap } : {}),
+      // As root, always: the session's own pid and mount namespaces (isolation.ts).
+      ...(process.getuid?.() === 0 ? { wrap: isolationWrap({ user, workDir: this.dirs!.root, binds: this.policy?.binds ?? [] }) } : {}),
       startTimeoutMs: this.config.startTimeoutMs,
       signal: this.startAborted.signal,
       log: this.log,

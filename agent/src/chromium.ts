@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import type { SystemUser } from './system-user.js';
 import type { XDisplay } from './display.js';
+import { innerPid, killWrapped, wrappedExit } from './isolation.js';
 import { killProcessGroup, waitForProcessGroupExit } from './process-group.js';
 import type { WorkDir } from './work-dir.js';
 
@@ -34,6 +35,7 @@ export interface ChromiumExit {
 }
 
 export interface RunningChromium {
+  /** Chromium's browser process, which leads its process group (a wrapper's child when wrapped). */
   pid: number;
   version: string;
   /** Chromium's own /json/version answer. */
@@ -89,8 +91,9 @@ interface LaunchOptions {
   display: XDisplay | undefined;
   extraFlags?: string[];
   /**
-   * Wraps the command line (chrome_policy's own mount namespace); the wrapper is spawned
-   * as root, drops to `user` itself and execs Chromium in the same pid.
+   * Wraps the command line (the session's namespaces and chrome_policy, see isolation.ts);
+   * the wrapper is spawned as root, drops to `user` itself and execs Chromium as its only
+   * child, which leads its own process group.
    */
   wrap?: (executable: string, args: string[]) => { command: string; args: string[] };
   startTimeoutMs: number;
@@ -128,12 +131,24 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
     },
   });
   log.debug({ chromium_pid: child.pid, args }, 'chromium spawned');
-  const exited = new Promise<ChromiumExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  let wrapperTail = '';
+  if (options.wrap) child.stderr!.on('data', (chunk: Buffer | string) => (wrapperTail = (wrapperTail + chunk.toString()).slice(-500)));
+  const exited = new Promise<ChromiumExit>((resolve) =>
+    // Wrapped: on close, once the wrapper's last words (stderr) are read.
+    options.wrap ? child.once('close', (code, signal) => resolve(wrappedExit(code, signal, wrapperTail))) : child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  const kill = async () => {
+    if (child.pid) await (options.wrap ? killWrapped(child.pid) : killProcessGroup(child.pid));
+  };
   const browserWsUrl = await devToolsUrl(child, exited, options.startTimeoutMs, options.signal).catch(async (error: unknown) => {
-    if (child.pid) await killProcessGroup(child.pid);
+    await kill();
     throw error;
   });
-  const pid = child.pid!;
+  const pid = options.wrap ? await innerPid(child.pid!) : child.pid!;
+  if (pid === undefined) {
+    await kill();
+    throw new ChromiumStartError('Chromium opened DevTools but its process is gone', '');
+  }
   log.debug({ chromium_pid: pid }, 'chromium DevTools open');
   const versionInfo = await fetchVersionInfo(browserWsUrl);
   log.info({ chromium_pid: pid, executable, sandbox, user: user?.name, version: versionInfo.Browser }, 'chromium ready');
@@ -145,7 +160,10 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
     sandbox,
     ...(options.display ? { display: options.display } : {}),
     exited,
-    close: (graceMs) => closeChromium({ pid, browserWsUrl, exited, graceMs, log }),
+    close: async (graceMs) => {
+      await closeChromium({ pid, browserWsUrl, exited, graceMs, log });
+      if (options.wrap) await killProcessGroup(child.pid!);
+    },
   };
 }
 

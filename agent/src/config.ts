@@ -69,8 +69,13 @@ export interface AgentConfig {
   /** Per-browser directory (user data, HOME, TMPDIR); removed on shutdown. Default: a fresh temp dir. */
   workDir?: string;
   chromePath?: string;
-  /** The unprivileged user Chromium runs as when the agent runs as root. */
+  /** The unprivileged user Chromium runs as when the agent runs as root (without chromiumUid). */
   chromiumUser: string;
+  /**
+   * AGENT_CHROMIUM_UID: as root, Chromium runs as this uid and gid instead (no passwd entry
+   * needed). The local runtime gives each session its own, from its pool.
+   */
+  chromiumUid?: number;
   /** How long Chromium gets to exit after Browser.close before its process group is killed. */
   shutdownGraceMs: number;
   /** How long Chromium gets to open its DevTools endpoint. */
@@ -140,6 +145,12 @@ export function parseStandbyToken(env: NodeJS.ProcessEnv): string {
   return token;
 }
 
+/** A session uid: unprivileged (1000 and up) and below 2^31 - 1, which some tools read as signed. */
+export function parseChromiumUid(raw: unknown, field: string): number {
+  const value = typeof raw === 'string' && /^\d+$/.test(raw) ? Number(raw) : raw;
+  return Number.isInteger(value) && (value as number) >= 1000 && (value as number) < 2 ** 31 - 1 ? (value as number) : fail(`${field} must be an integer in 1000..${2 ** 31 - 2}`);
+}
+
 export function parseStandbyConfig(env: NodeJS.ProcessEnv): StandbyConfig {
   const chromiumUser = env.AGENT_CHROMIUM_USER || 'browserplane';
   if (!/^[a-z_][a-z0-9_-]*$/.test(chromiumUser)) fail('AGENT_CHROMIUM_USER is not a valid user name');
@@ -149,6 +160,7 @@ export function parseStandbyConfig(env: NodeJS.ProcessEnv): StandbyConfig {
     portFile: env.AGENT_PORT_FILE || undefined,
     chromePath: env.CHROME_PATH || undefined,
     chromiumUser,
+    ...(env.AGENT_CHROMIUM_UID ? { chromiumUid: parseChromiumUid(env.AGENT_CHROMIUM_UID, 'AGENT_CHROMIUM_UID') } : {}),
     shutdownGraceMs: envInteger(env, 'AGENT_SHUTDOWN_GRACE_MS', 5000, { min: 0, max: 600_000 }),
     startTimeoutMs: envInteger(env, 'AGENT_START_TIMEOUT_MS', 30_000, { min: 1, max: 600_000 }),
     orphanTimeoutMs: envInteger(env, 'AGENT_ORPHAN_TIMEOUT_MS', 600_000, { min: 0, max: 2_592_000_000 }),

@@ -1,23 +1,16 @@
 import { constants } from 'node:fs';
 import { access, copyFile, mkdir, readdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { SystemUser } from './system-user.js';
+import type { BindMount } from './isolation.js';
 
 /**
  * chrome_policy applies Chrome enterprise policy to one browser alone. Chromium on Linux
  * reads managed policy only from this directory (Debian's build ignores --policy), which
- * is shared by every browser on the host. So, as root, each browser with a policy gets a
- * mount namespace of its own in which a per-browser directory is bind-mounted over it:
- *
- *   unshare --mount --propagation private  (new namespace; nothing propagates back)
- *     sh -c 'mount --bind DIR MANAGED && exec "$@"'
- *       setpriv --reuid --regid --clear-groups  (drop to the browser user)
- *         chromium ...
- *
- * Each step execs the next (unshare without --fork does not fork), so the pid the agent
- * spawned is Chromium's and its process group is Chromium's group, as without a policy.
- * The mount lives only as long as the namespace, i.e. until Chromium's last process
- * exits: nothing is left to unmount. Without a policy nothing of this runs.
+ * is shared by every browser on the host. So, as root, a per-browser directory is
+ * bind-mounted over it inside the browser's own mount namespace (isolation.ts, which
+ * every browser of a root agent gets): the mount lives as long as the namespace, i.e.
+ * until Chromium's last process exits, and nothing is left to unmount. Without a policy
+ * nothing of this runs.
  *
  * Not root (a pod): no namespaces, but the pod's filesystem is its own, so the file is
  * written straight into the directory when it is writable.
@@ -28,8 +21,8 @@ const POLICY_FILE = 'browserplane-session.json';
 
 /** How Chromium must be started so that it reads the browser's policy. */
 export interface PolicyLaunch {
-  /** Chromium's command line wrapped, when it needs wrapping; spawned as root. */
-  wrap?: (executable: string, args: string[]) => { command: string; args: string[] };
+  /** What the browser's mount namespace must bind (as root). */
+  binds: BindMount[];
   /** Removes what the launch left outside the work dir. */
   cleanup(): Promise<void>;
 }
@@ -40,14 +33,13 @@ export class PolicyUnavailableError extends Error {}
 export async function preparePolicy(options: {
   policy: Record<string, unknown>;
   workDir: string;
-  user: SystemUser | undefined;
   managedDir?: string;
 }): Promise<PolicyLaunch | undefined> {
-  const { policy, workDir, user } = options;
+  const { policy, workDir } = options;
   const managedDir = options.managedDir ?? MANAGED_POLICY_DIR;
   if (Object.keys(policy).length === 0) return undefined;
   const json = `${JSON.stringify(policy, null, 2)}\n`;
-  if (process.getuid?.() === 0) return isolatedPolicy({ json, workDir, user, managedDir });
+  if (process.getuid?.() === 0) return isolatedPolicy({ json, workDir, managedDir });
   const writable = await access(managedDir, constants.W_OK).then(
     () => true,
     () => false,
@@ -60,11 +52,11 @@ export async function preparePolicy(options: {
   }
   const file = path.join(managedDir, POLICY_FILE);
   await writeFile(file, json, { mode: 0o644 });
-  return { cleanup: () => rm(file, { force: true }) };
+  return { binds: [], cleanup: () => rm(file, { force: true }) };
 }
 
-async function isolatedPolicy(options: { json: string; workDir: string; user: SystemUser | undefined; managedDir: string }): Promise<PolicyLaunch> {
-  const { json, workDir, user, managedDir } = options;
+async function isolatedPolicy(options: { json: string; workDir: string; managedDir: string }): Promise<PolicyLaunch> {
+  const { json, workDir, managedDir } = options;
   // Root-owned and read-only to the browser user: the browser must not edit its own policy.
   const dir = path.join(workDir, 'policy');
   await mkdir(dir, { mode: 0o755 });
@@ -74,26 +66,5 @@ async function isolatedPolicy(options: { json: string; workDir: string; user: Sy
     if (name.endsWith('.json') && name !== POLICY_FILE) await copyFile(path.join(managedDir, name), path.join(dir, name));
   }
   await writeFile(path.join(dir, POLICY_FILE), json, { mode: 0o644 });
-  const drop = user ? ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--'] : [];
-  return {
-    wrap: (executable, args) => ({
-      command: 'unshare',
-      args: [
-        '--mount',
-        '--propagation',
-        'private',
-        '--',
-        '/bin/sh',
-        '-c',
-        'mount --bind "$1" "$2" && shift 2 && exec "$@"',
-        'browserplane-policy',
-        dir,
-        managedDir,
-        ...drop,
-        executable,
-        ...args,
-      ],
-    }),
-    cleanup: () => Promise.resolve(),
-  };
+  return { binds: [{ source: dir, target: managedDir }], cleanup: () => Promise.resolve() };
 }

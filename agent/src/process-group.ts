@@ -79,3 +79,23 @@ export async function killProcessGroup(pgid: number): Promise<void> {
   signalProcessGroup(pgid, 'SIGKILL');
   await waitForProcessGroupExit(pgid, 5000);
 }
+
+/**
+ * Live processes any of whose uids (real, effective, saved, filesystem) lies in
+ * [first, first + count), by uid: one read of /proc/<pid>/status per process. Processes
+ * in other pid namespaces (sandboxed renderers, isolated browsers) are seen too.
+ */
+export async function processesOfUids(first: number, count: number): Promise<Map<number, number[]>> {
+  const found = new Map<number, number[]>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const status = await readFile(`/proc/${entry}/status`, 'utf8').catch(() => '');
+    if (/^State:\s+Z/m.test(status)) continue;
+    const uids = /^Uid:\s+(.*)$/m.exec(status)?.[1]?.split(/\s+/).map(Number) ?? [];
+    for (const uid of new Set(uids)) {
+      if (uid < first || uid >= first + count) continue;
+      found.set(uid, [...(found.get(uid) ?? []), Number(entry)]);
+    }
+  }
+  return found;
+}

@@ -3,7 +3,7 @@ import http, { type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { BrowserAgent } from './agent.js';
-import { parseLaunchSpec, type StandbyConfig } from './config.js';
+import { parseChromiumUid, parseLaunchSpec, type StandbyConfig } from './config.js';
 import { sendJson } from './http-json.js';
 import { reportPort } from './port-file.js';
 
@@ -12,7 +12,7 @@ import { reportPort } from './port-file.js';
  * loading take 150-200 ms before an agent can even spawn Chromium, a third of a create
  * on this machine; a runtime keeps one agent ready in standby, so a create pays only for
  * Chromium. The standby loads every module of the launch path, listens on its port and
- * answers GET /health with status "standby"; POST /start {spec, workDir} with
+ * answers GET /health with status "standby"; POST /start {spec, workDir, chromiumUid?} with
  * `Authorization: Bearer <AGENT_STANDBY_TOKEN>` claims it: it answers 202, closes its
  * standby server and starts exactly like an agent started with AGENT_SPEC, on the same
  * port. The token matters: in embedded mode the agent runs as root and the claim names
@@ -73,10 +73,12 @@ export async function runStandby(
         void readBody(request).then((body) => {
           let spec;
           let workDir: unknown;
+          let chromiumUid: number | undefined;
           try {
-            const parsed = JSON.parse(body) as { spec?: unknown; workDir?: unknown };
+            const parsed = JSON.parse(body) as { spec?: unknown; workDir?: unknown; chromiumUid?: unknown };
             spec = parseLaunchSpec(parsed.spec);
             workDir = parsed.workDir;
+            if (parsed.chromiumUid !== undefined) chromiumUid = parseChromiumUid(parsed.chromiumUid, 'chromiumUid');
             if (workDir !== undefined && typeof workDir !== 'string') throw new Error('workDir must be a string');
           } catch (error) {
             return sendJson(response, 400, { code: 'invalid_spec', message: error instanceof Error ? error.message : String(error) });
@@ -88,7 +90,7 @@ export async function runStandby(
           response.once('finish', () => {
             // The agent listens on the same port as soon as this server lets it go.
             server.close(() => {
-              const agent = new BrowserAgent({ ...listening, spec, workDir: workDir }, log, exit);
+              const agent = new BrowserAgent({ ...listening, spec, workDir: workDir, ...(chromiumUid !== undefined ? { chromiumUid } : {}) }, log, exit);
               resolve({ agent });
               void agent.start().catch((error: unknown) => agent.abort(error));
             });

@@ -118,6 +118,20 @@ export const configSchema = z.object({
   BROWSERPLANE_BROWSER_FS_MAX_WALK_ENTRIES: positiveInt(100_000_000)
     .default(100_000)
     .describe('Most entries one directory walk of a browser\'s files visits (download_dir_zip, the quota\'s measure)'),
+  BROWSERPLANE_SESSION_UID_BASE: z.coerce
+    .number()
+    .int()
+    .min(1000)
+    .max(2 ** 31 - 2)
+    .default(1_200_000)
+    .describe('Embedded mode as root: the first of the uids browsers run as, one per session at a time (no /etc/passwd entries needed)'),
+  BROWSERPLANE_SESSION_UID_COUNT: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .default(1000)
+    .describe('Embedded mode as root: how many session uids there are, i.e. how many browsers can run at once'),
   BROWSERPLANE_RUNTIME: z
     .enum(['local', 'kubernetes'])
     .default('local')
@@ -182,6 +196,10 @@ export function parseConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config
       return `${name}: ${issue.message} (given ${shown}; expected ${describeExpected(name)})`;
     });
     throw new ConfigError(problems);
+  }
+  const lastUid = result.data.BROWSERPLANE_SESSION_UID_BASE + result.data.BROWSERPLANE_SESSION_UID_COUNT - 1;
+  if (lastUid > 2 ** 31 - 2) {
+    throw new ConfigError([`BROWSERPLANE_SESSION_UID_COUNT: the range ends at uid ${lastUid}, past ${2 ** 31 - 2} (lower BROWSERPLANE_SESSION_UID_BASE or the count)`]);
   }
   return {
     ...result.data,

@@ -144,6 +144,7 @@ function browserRuntime(config: Config, log: Logger): { runtime: BrowserRuntime;
     standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS,
     egress: { blockPrivateNetworks: config.BROWSERPLANE_BLOCK_PRIVATE_NETWORKS, allowedNetworks: config.BROWSERPLANE_ALLOWED_PRIVATE_NETWORKS },
     agentFsEnv: agentFsEnv(config),
+    sessionUids: { base: config.BROWSERPLANE_SESSION_UID_BASE, count: config.BROWSERPLANE_SESSION_UID_COUNT },
   });
   return { runtime, kubernetes: false, stop: () => runtime.terminateAll(BROWSER_STOP_GRACE_MS) };
 }

@@ -79,6 +79,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await pages?.close();
   await rm(scratch, { recursive: true, force: true });
+  await rm(`${scratch}-slow-chromium.sh`, { force: true });
 });
 
 describe('one running agent', () => {
@@ -194,7 +195,8 @@ describe('agent lifecycle', () => {
   });
 
   it('answers 503 while Chromium starts, and a SIGTERM then stops it at once, cleanly', async () => {
-    const slowChromium = path.join(scratch, 'slow-chromium.sh');
+    // Not under scratch: the parent of the work dirs is hidden in the browser's mount namespace (agent/src/isolation.ts).
+    const slowChromium = `${scratch}-slow-chromium.sh`;
     await writeFile(slowChromium, '#!/bin/bash\nexec -a bp-slow-chromium sleep 60\n', { mode: 0o755 });
     const agent = await startAgent('agent-slow', {}, { env: { CHROME_PATH: slowChromium }, until: 'starting' });
     const response = await fetch(`${agent.url}/health`);

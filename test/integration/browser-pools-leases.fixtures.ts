@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import Kernel from '@onkernel/sdk';
 import type { BrowserPool, BrowserPoolAcquireResponse } from '@onkernel/sdk/resources/browser-pools';
 import pg from 'pg';
@@ -108,6 +109,14 @@ export class PoolRows {
   }
 }
 
+/** The --user-data-dir of the Chromium the browser's agent reports (its pid's command line). */
+export async function agentBrowserDir(agentUrl: string): Promise<string> {
+  const args = (await readFile(`/proc/${await agentBrowserPid(agentUrl)}/cmdline`, 'utf8')).split('\0');
+  const dir = args.find((arg) => arg.startsWith('--user-data-dir='))?.slice('--user-data-dir='.length);
+  if (!dir) throw new Error(`the Chromium of ${agentUrl} has no --user-data-dir`);
+  return dir;
+}
+
 /** Chromium's main pid as the browser's agent reports it (GET <agent>/health). */
 export async function agentBrowserPid(agentUrl: string): Promise<number> {
   const res = await fetch(`${agentUrl.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(5_000) });
@@ -183,12 +192,16 @@ export class CdpSocket {
     });
   }
 
-  /** Chromium's own main pid, as the browser at the other end reports it. */
-  async browserPid(): Promise<number> {
-    const { processInfo } = await this.send<{ processInfo: Array<{ type: string; id: number }> }>('SystemInfo.getProcessInfo');
-    const main = processInfo.find((p) => p.type === 'browser');
-    if (!main) throw new Error(`SystemInfo.getProcessInfo named no browser process: ${JSON.stringify(processInfo)}`);
-    return main.id;
+  /**
+   * Which browser is at the other end: its --user-data-dir, as Chromium reports its own
+   * command line. Not its pid: as root each Chromium is pid 1 of its own pid namespace
+   * (agent/src/isolation.ts), which is what it reports.
+   */
+  async browserDir(): Promise<string> {
+    const { commandLine } = await this.send<{ commandLine: string }>('SystemInfo.getInfo');
+    const dir = /--user-data-dir=(\S+)/.exec(commandLine)?.[1];
+    if (!dir) throw new Error(`SystemInfo.getInfo gave no --user-data-dir: ${commandLine}`);
+    return dir;
   }
 
   async close(): Promise<void> {

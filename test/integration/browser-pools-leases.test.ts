@@ -7,6 +7,7 @@ import { unique } from '../e2e/support/sdk.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import {
   acquire,
+  agentBrowserDir,
   agentBrowserPid,
   CdpSocket,
   closesWithin,
@@ -71,8 +72,8 @@ describe('pool leases with real browsers', () => {
       const warm = (await rows.live(pool.id)).map((r) => r.id);
       expect(warm).toHaveLength(5);
       const held = new Map<string, number>();
-      const heldPids = new Map<number, number>();
-      const pidOf = new Map<string, number>();
+      const heldPids = new Map<string, number>();
+      const pidOf = new Map<string, string>();
       const seen = new Set<string>();
       const waits: number[] = [];
       let empty = 0;
@@ -97,10 +98,10 @@ describe('pool leases with real browsers', () => {
 
           // The browser at the end of cdp_ws_url is the one the database names, and no
           // other current holder is talking to it.
-          if (!pidOf.has(id)) pidOf.set(id, await agentBrowserPid(row!.agent_url!));
+          if (!pidOf.has(id)) pidOf.set(id, await agentBrowserDir(row!.agent_url!));
           const cdp = await CdpSocket.open(lease.cdp_ws_url);
           try {
-            const pid = await cdp.browserPid();
+            const pid = await cdp.browserDir();
             expect(pid, `${id}: CDP reached Chromium ${pid}, its agent runs ${pidOf.get(id)}`).toBe(pidOf.get(id));
             expect(heldPids.get(pid), `acquirer ${n} reached Chromium ${pid}, which acquirer ${heldPids.get(pid)} holds`).toBeUndefined();
             heldPids.set(pid, n);
@@ -141,7 +142,7 @@ describe('pool leases with real browsers', () => {
     await withPool(1, async (pool) => {
       const a = await leaseFrom(kernel, pool.id);
       const aCdp = await CdpSocket.open(a.cdp_ws_url);
-      const aPid = await aCdp.browserPid();
+      const aPid = await aCdp.browserDir();
       let settled = false;
       const waiting = acquire(kernel, pool.id, { acquire_timeout_seconds: 30 }).finally(() => (settled = true));
       await sleep(1_000);
@@ -159,7 +160,7 @@ describe('pool leases with real browsers', () => {
       expect(await refusal(a.cdp_ws_url)).toBeGreaterThanOrEqual(400);
       const bCdp = await CdpSocket.open(b!.cdp_ws_url);
       try {
-        expect(await bCdp.browserPid()).toBe(aPid);
+        expect(await bCdp.browserDir()).toBe(aPid);
       } finally {
         await bCdp.close();
       }
@@ -246,8 +247,8 @@ describe('pool leases with real browsers', () => {
   it('replaces an idle browser whose Chromium was killed', async () => {
     await withPool(2, async (pool) => {
       const [victim, survivor] = await rows.idle(pool.id);
-      const pid = await agentBrowserPid(victim!.agent_url!);
-      process.kill(pid, 'SIGKILL');
+      const victimDir = await agentBrowserDir(victim!.agent_url!);
+      process.kill(await agentBrowserPid(victim!.agent_url!), 'SIGKILL');
 
       const ended = await eventually(`${victim!.id} ended after its Chromium was killed`, async () => {
         const row = await rows.session(victim!.id);
@@ -263,7 +264,7 @@ describe('pool leases with real browsers', () => {
       const lease = await leaseFrom(kernel, pool.id);
       const cdp = await CdpSocket.open(lease.cdp_ws_url);
       try {
-        expect(await cdp.browserPid()).not.toBe(pid);
+        expect(await cdp.browserDir()).not.toBe(victimDir);
       } finally {
         await cdp.close();
       }

@@ -336,7 +336,8 @@ describe('the agent on its own', () => {
         PATH: process.env.PATH,
         AGENT_SPEC: JSON.stringify({ browserId: 'bidi-starting' }),
         AGENT_PORT: String(port),
-        AGENT_WORK_DIR: path.join(scratch, 'work'),
+        // One level down: the work dir's parent is hidden from the browser (agent/src/isolation.ts), the script must not be.
+        AGENT_WORK_DIR: path.join(scratch, 'browsers', 'work'),
         CHROME_PATH: slowChromium,
       },
       stdio: 'ignore',

@@ -57,6 +57,8 @@ export async function spawnAgent(options: {
   /** Where the agent writes the port it listens on (with port 0): see readReportedPort. */
   portFile?: string;
   workDir?: string;
+  /** The session's own uid for Chromium (uid-pool.ts). */
+  chromiumUid?: number;
   logFile: string;
   chromePath?: string;
   logLevel: string;
@@ -78,6 +80,7 @@ export async function spawnAgent(options: {
       AGENT_PORT: String(options.port),
       ...(options.portFile ? { AGENT_PORT_FILE: options.portFile } : {}),
       ...(options.workDir ? { AGENT_WORK_DIR: options.workDir } : {}),
+      ...(options.chromiumUid !== undefined ? { AGENT_CHROMIUM_UID: String(options.chromiumUid) } : {}),
       LOG_LEVEL: options.logLevel,
       ...(options.chromePath ? { CHROME_PATH: options.chromePath } : {}),
       ...(options.egress ? egressEnv(options.egress) : {}),
@@ -121,12 +124,12 @@ export async function fetchHealth(agentUrl: string, timeoutMs: number): Promise<
 }
 
 /** Claims a standby agent for `spec`; false when it did not take it (then it should be killed). */
-export async function claimStandbyAgent(agentUrl: string, token: string, spec: BrowserLaunchSpec, workDir: string): Promise<boolean> {
+export async function claimStandbyAgent(agentUrl: string, token: string, spec: BrowserLaunchSpec, workDir: string, chromiumUid?: number): Promise<boolean> {
   try {
     const response = await fetch(`${agentUrl}/start`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-      body: JSON.stringify({ spec, workDir }),
+      body: JSON.stringify({ spec, workDir, ...(chromiumUid !== undefined ? { chromiumUid } : {}) }),
       signal: AbortSignal.timeout(2000),
     });
     await response.body?.cancel();

@@ -15,6 +15,8 @@ export interface BrowserRecord {
   /** Chromium's main pid and process group, once the agent reported it. */
   browserPid?: number;
   workDir: string;
+  /** The session uid its Chromium runs as (uid-pool.ts); absent when the service is not root. */
+  chromiumUid?: number;
   logFile: string;
   labels: Record<string, string>;
   startedAt: string;

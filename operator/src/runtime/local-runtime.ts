@@ -1,7 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { randomBytes } from 'node:crypto';
-import { mkdir, rename, rm } from 'node:fs/promises';
+import { chmod, mkdir, rename, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -24,6 +24,7 @@ import {
   type AgentExit,
 } from './agent-process.js';
 import { assertSafeBrowserId, BrowserRecords, type BrowserRecord } from './browser-records.js';
+import { DEFAULT_SESSION_UIDS, UidPool, type UidRange } from './uid-pool.js';
 
 /**
  * The BrowserRuntime for embedded mode: one agent child process per browser, each in its
@@ -57,6 +58,11 @@ export interface LocalRuntimeOptions {
   egress?: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined };
   /** The browser file API's limits for every agent (AGENT_FS_*; unset: the agent's defaults). */
   agentFsEnv?: Record<`AGENT_FS_${string}`, string>;
+  /**
+   * The uids sessions' browsers run as, one each (uid-pool.ts), when the service runs as
+   * root. Default: DEFAULT_SESSION_UIDS.
+   */
+  sessionUids?: UidRange;
 }
 
 export type LocalRuntime = BrowserRuntime & {
@@ -113,6 +119,21 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
   let refilling: Promise<void> | undefined;
   /** Launches in flight, by id, with the spec's labels for observe() before a record exists. */
   const launching = new Map<string, { done: Promise<ObservedBrowser>; labels: Record<string, string> }>();
+  // Not root: agents cannot switch uid, so every browser runs as the service's user.
+  const uids = process.getuid?.() === 0 ? new UidPool(options.sessionUids ?? DEFAULT_SESSION_UIDS, log) : undefined;
+  if (!uids) log.warn('not running as root: every browser runs as this service\'s user, in no namespace of its own, so sessions are not isolated from each other on this host');
+  /** The uids named by records on disk, held before the first allocation (after a restart). */
+  let recordedUids: Promise<void> | undefined;
+  const reserveRecordedUids = () =>
+    (recordedUids ??= (async () => {
+      for (const id of await records.ids()) {
+        const record = await records.read(id).catch(() => undefined);
+        if (record?.chromiumUid !== undefined) uids?.reserve(record.chromiumUid, id);
+      }
+    })().catch((error: unknown) => {
+      recordedUids = undefined;
+      throw error;
+    }));
 
   const observed = (entry: Tracked, phase: ObservedBrowser['phase'], reason?: string): ObservedBrowser => ({
     browserId: entry.record.browserId,
@@ -231,7 +252,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     if (!standby) return undefined;
     if (await standby.ready) {
       await records.write({ ...record, agentPid: standby.child.pid!, agentUrl: standby.agentUrl });
-      if (await claimStandbyAgent(standby.agentUrl, standby.token, spec, record.workDir)) return standby;
+      if (await claimStandbyAgent(standby.agentUrl, standby.token, spec, record.workDir, record.chromiumUid)) return standby;
     }
     log.warn({ agent_pid: standby.child.pid }, 'a standby agent could not be claimed; starting a new one');
     stopStandby(standby);
@@ -242,15 +263,20 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     const browserId = spec.browserId;
     await records.ensureDir();
     await mkdir(workRoot, { recursive: true, mode: 0o711 });
+    // Browsers may pass through, not list it (isolation.ts also hides it from them).
+    if (uids) await chmod(workRoot, 0o711);
     const workDir = path.join(workRoot, workDirName(browserId));
     // A dir left by an agent that died hard (SIGKILL) must not leak into the new browser.
     await rm(workDir, { recursive: true, force: true });
+    await reserveRecordedUids();
+    const chromiumUid = await uids?.allocate(browserId);
     const record: BrowserRecord = {
       browserId,
       agentPid: 0,
       agentUrl: '',
       agentEntry,
       workDir,
+      ...(chromiumUid !== undefined ? { chromiumUid } : {}),
       logFile: records.logFile(browserId),
       labels: spec.labels,
       startedAt: new Date().toISOString(),
@@ -260,7 +286,11 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     // work dir it was started for while its pid is not recorded yet) and ends it with the
     // session. Written after the agent, a kill in between left an agent and its Chromium
     // running for ever with nothing pointing at them.
-    const standby = await claimStandby(spec, record);
+    // Given back if nothing was started for it; once a record names it, stop() gives it back.
+    const standby = await claimStandby(spec, record).catch(async (error: unknown) => {
+      if (chromiumUid !== undefined) await uids!.release(chromiumUid, browserId);
+      throw error;
+    });
     // A new agent chooses its port and reports it (awaitReady reads it); a standby already has.
     record.agentUrl = standby?.agentUrl ?? '';
     const portFile = standby ? undefined : records.portFile(browserId);
@@ -278,6 +308,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
         port: 0,
         portFile,
         workDir,
+        ...(chromiumUid !== undefined ? { chromiumUid } : {}),
         logFile: record.logFile,
         chromePath: options.chromePath,
         logLevel: options.agentLogLevel ?? 'info',
@@ -356,6 +387,8 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     await Promise.all([record.agentPid, ...browserGroups].filter((pid) => pid > 0).map((pid) => waitForProcessGroupExit(pid, 5000)));
     await rm(record.workDir, { recursive: true, force: true, maxRetries: 3, retryDelay: 50 });
     if (how.forget) {
+      // Only with the record: a Failed browser kept for its reason still holds its uid.
+      if (record.chromiumUid !== undefined) await uids?.release(record.chromiumUid, record.browserId);
       await records.remove(record.browserId);
       tracked.delete(record.browserId);
     }

@@ -1,0 +1,100 @@
+import type { Logger } from 'pino';
+import { processesOfUids } from '../../../agent/src/process-group.js';
+
+/**
+ * The uids embedded browsers run as: each session's Chromium (and its Xvfb and x11vnc)
+ * runs as a uid of its own, which no other session has at the same time, so one
+ * session's page cannot read another's files (work dirs are 0700) or signal its
+ * processes. The uids need no /etc/passwd entry; the gid is the same number.
+ *
+ * A uid is taken at launch, recorded in the browser's record before any agent runs for
+ * it (so a restarted service re-reserves it, see reserve), and given back only once the
+ * browser's work dir is removed and no process of that uid is left (release kills any
+ * stragglers). A uid with a live process is never handed out, even if not reserved here
+ * (a leftover, or another service on the host using an overlapping range).
+ */
+
+export interface UidRange {
+  /** BROWSERPLANE_SESSION_UID_BASE */
+  base: number;
+  /** BROWSERPLANE_SESSION_UID_COUNT: at most this many embedded browsers at once. */
+  count: number;
+}
+
+/**
+ * Far above the uids of system and regular users and outside the 65,536 uids of the first
+ * subordinate ranges useradd hands out (100000 upward); check it against /etc/subuid on a
+ * host with many users of rootless containers.
+ */
+export const DEFAULT_SESSION_UIDS: UidRange = { base: 1_200_000, count: 1000 };
+
+export class UidPoolExhaustedError extends Error {}
+
+const RELEASE_WAIT_MS = 5000;
+
+export class UidPool {
+  /** uid -> the browser id holding it. */
+  private readonly holders = new Map<number, string>();
+
+  constructor(
+    readonly range: UidRange,
+    private readonly log: Logger,
+  ) {
+    if (!Number.isInteger(range.base) || !Number.isInteger(range.count) || range.base < 1000 || range.count < 1 || range.base + range.count > 2 ** 31 - 1) {
+      throw new Error(`invalid session uid range ${range.base} + ${range.count}: the uids must lie in 1000..${2 ** 31 - 2}`);
+    }
+  }
+
+  /** A uid recorded for `browserId` (adoption after a restart): held until released. */
+  reserve(uid: number, browserId: string): void {
+    const holder = this.holders.get(uid);
+    if (holder !== undefined && holder !== browserId) this.log.error({ uid, browser_id: browserId, holder }, 'two browser records name the same session uid');
+    this.holders.set(uid, holder ?? browserId);
+  }
+
+  holderOf(uid: number): string | undefined {
+    return this.holders.get(uid);
+  }
+
+  /** The lowest uid that is neither held nor running any process. */
+  async allocate(browserId: string): Promise<number> {
+    const busy = await processesOfUids(this.range.base, this.range.count);
+    // No await from here on: concurrent allocations see each other's picks.
+    for (let uid = this.range.base; uid < this.range.base + this.range.count; uid++) {
+      if (this.holders.has(uid) || busy.has(uid)) continue;
+      this.holders.set(uid, browserId);
+      return uid;
+    }
+    throw new UidPoolExhaustedError(
+      `no free session uid: all ${this.range.count} uids from ${this.range.base} (BROWSERPLANE_SESSION_UID_BASE, BROWSERPLANE_SESSION_UID_COUNT) ` +
+        `are held by browsers or have processes (${this.holders.size} held)`,
+    );
+  }
+
+  /**
+   * Gives `uid` back once `browserId`'s files are gone: kills whatever still runs as it and
+   * keeps it held (logged) if anything survives. A no-op unless `browserId` holds it.
+   */
+  async release(uid: number, browserId: string): Promise<void> {
+    if (this.holders.get(uid) !== browserId) return;
+    const deadline = Date.now() + RELEASE_WAIT_MS;
+    for (;;) {
+      const left = (await processesOfUids(uid, 1)).get(uid) ?? [];
+      if (left.length === 0) break;
+      if (Date.now() >= deadline) {
+        this.log.error({ uid, browser_id: browserId, pids: left }, 'processes of a session uid survived SIGKILL: the uid stays held');
+        return;
+      }
+      this.log.warn({ uid, browser_id: browserId, pids: left }, 'killing processes left over by a session uid');
+      for (const pid of left) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // Gone meanwhile.
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    if (this.holders.get(uid) === browserId) this.holders.delete(uid);
+  }
+}
