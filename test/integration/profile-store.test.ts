@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readFile, readdir, readlink, rm, symlink, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, readlink, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -213,5 +213,15 @@ describe('file profile store', () => {
     await expect(store.exportTar(ref)).rejects.toThrow(/unsafe/);
     await expect(store.delete(ref)).rejects.toThrow(/unsafe/);
     expect(await readdir(work)).not.toContain('etc');
+  });
+});
+
+describe('the store directory', () => {
+  it('is the service\'s alone (0700), even where it already existed with wider modes', async () => {
+    const wide = path.join(work, 'wide-store');
+    await mkdir(wide, { mode: 0o755 });
+    const wideStore = createFileProfileStore(wide);
+    await wideStore.saveFrom(newRef(), await makeSource('wide'));
+    expect((await stat(wide)).mode & 0o777).toBe(0o700);
   });
 });

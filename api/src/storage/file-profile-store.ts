@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Dirent } from 'node:fs';
-import { cp, lstat, mkdir, readdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
+import { chmod, cp, lstat, mkdir, readdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { Pack } from 'tar';
@@ -26,6 +26,17 @@ export function createFileProfileStore(root: string): ProfileStore {
   const leases = new Map<string, number>();
   const retired = new Set<string>();
   const locks = new Map<string, Promise<unknown>>();
+  // Browsers run as session uids on this host: stored profiles (cookies, logins) must be
+  // the service's alone, wherever the operator put the directory.
+  let rootReady: Promise<void> | undefined;
+  const ensureRoot = () =>
+    (rootReady ??= (async () => {
+      await mkdir(root, { recursive: true, mode: 0o700 });
+      await chmod(root, 0o700);
+    })().catch((error: unknown) => {
+      rootReady = undefined;
+      throw error;
+    }));
 
   const dirOf = (ref: ProfileRef) => {
     for (const segment of [ref.orgId, ref.projectId, ref.profileId]) {
@@ -99,6 +110,7 @@ export function createFileProfileStore(root: string): ProfileStore {
     async saveFrom(ref, sourceDir) {
       const dir = dirOf(ref);
       return exclusive(dir, async () => {
+        await ensureRoot();
         await mkdir(dir, { recursive: true });
         const name = `v-${randomBytes(8).toString('hex')}`;
         const version = path.join(dir, name);
