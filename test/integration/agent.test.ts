@@ -156,6 +156,23 @@ describe('agent lifecycle', () => {
     expect(agent.output()).toMatch(/"graceful":true/);
   });
 
+  it('takes its Chromium with it when it dies: the DevTools pipe closes and Chromium exits', async () => {
+    const agent = await startAgent('agent-killed');
+    const { browser } = await health(agent);
+    expect(await processGroupMembers(browser.pid)).not.toEqual([]);
+    const killedAt = Date.now();
+    agent.child.kill('SIGKILL');
+    await agent.exited;
+    let members = await processGroupMembers(browser.pid);
+    for (let tries = 0; members.length > 0 && tries < 200; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      members = await processGroupMembers(browser.pid);
+    }
+    console.log(`chromium gone ${Date.now() - killedAt} ms after its agent was killed`);
+    expect(members).toEqual([]);
+    await rm(agent.workDir, { recursive: true, force: true });
+  });
+
   it('exits non-zero with a clear log line when Chromium dies, after cleaning up', async () => {
     const agent = await startAgent('agent-crash');
     const { browser } = await health(agent);
