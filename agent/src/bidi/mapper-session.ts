@@ -34,7 +34,7 @@ export class BidiMapperSession {
 
   /** Opens a virtual connection and starts a mapper; rejects (and leaves nothing open) if either fails. */
   static async start(mux: CdpMux, log: Logger): Promise<BidiMapperSession> {
-    const cdp = await mux.connect();
+    const cdp = await connectWithin(mux, START_TIMEOUT_MS);
     // The mapper says nothing before the client is attached: it only answers commands.
     let session: BidiMapperSession | undefined;
     const link = { send: (message: string) => session?.sendToClient(message), end: () => session?.close(1000, 'session ended') };
@@ -110,6 +110,28 @@ class VirtualConnectionTransport implements Transport {
     this.onMessage = null;
     this.connection.close();
   }
+}
+
+/** A hung Chromium never answers the attach: the client hears why instead of waiting; a late connection is closed. */
+function connectWithin(mux: CdpMux, timeoutMs: number): Promise<VirtualConnection> {
+  return new Promise((resolve, reject) => {
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      reject(new Error(`Chromium did not open a CDP connection for the BiDi mapper within ${timeoutMs} ms`));
+    }, timeoutMs);
+    mux.connect().then(
+      (connection) => {
+        clearTimeout(timer);
+        if (late) connection.close();
+        else resolve(connection);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
 }
 
 /** The mapper's start waits on CDP answers that never come if Chromium goes away or hangs. */

@@ -195,6 +195,8 @@ export class CdpMux {
       }
     }
     for (const id of gone) this.sessions.delete(id);
+    // Chromium never answers what was in flight to a detached session; its clients give up on it too.
+    for (const [id, pending] of this.pending) if (pending.sessionId && gone.has(pending.sessionId)) this.pending.delete(id);
   }
 }
 
