@@ -198,6 +198,8 @@ export function versionInfoOf(version: BrowserVersion): Record<string, unknown> 
     'User-Agent': version.userAgent,
     'V8-Version': version.jsVersion,
     'WebKit-Version': `537.36 (${version.revision})`,
+    // Chromium 156 on Linux adds it (how its file paths are written).
+    'File-Path-Style': 'posix',
   };
 }
 

@@ -107,6 +107,10 @@ describe('one running agent', () => {
     const version: any = await (await fetch(`${agent.url}/json/version`)).json();
     expect(version.Browser).toMatch(/^Chrome\//);
     expect(version.webSocketDebuggerUrl).toBe(`${agent.url.replace('http', 'ws')}/cdp`);
+    // The fields of Chromium's own /json/version (made from Browser.getVersion: there is no DevTools port to ask).
+    expect(Object.keys(version).sort()).toEqual(['Browser', 'File-Path-Style', 'Protocol-Version', 'User-Agent', 'V8-Version', 'WebKit-Version', 'webSocketDebuggerUrl']);
+    expect(version['WebKit-Version']).toMatch(/^537\.36 \(@[0-9a-f]{40}\)$/);
+    expect(version['User-Agent']).toMatch(/Chrome\/\d+/);
   });
 
   it('lets Playwright drive the browser through the CDP pass-through, and counts the client', async () => {
