@@ -151,7 +151,7 @@ export class BrowserAgent {
 
   private async listen(): Promise<void> {
     const [{ CdpBridge }, { createAgentServer }] = await Promise.all([import('./cdp-bridge.js'), import('./server.js')]);
-    const bridge = new CdpBridge(() => this.chromium?.browserWsUrl, this.connections, this.log);
+    const bridge = new CdpBridge(() => this.chromium?.cdp, this.connections, this.log);
     const server = createAgentServer(
       {
         browserId: this.config.spec.browserId,

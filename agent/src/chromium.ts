@@ -1,8 +1,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import http from 'node:http';
+import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
+import { CdpMux } from './cdp/mux.js';
+import { CdpPipe } from './cdp/pipe.js';
 import type { SystemUser } from './system-user.js';
 import type { XDisplay } from './display.js';
 import { innerPid, killWrapped, wrappedExit } from './isolation.js';
@@ -25,8 +27,8 @@ export const BASE_FLAGS = [
   '--no-default-browser-check',
   '--disable-quic',
   '--password-store=basic',
-  '--remote-debugging-port=0',
-  '--remote-debugging-address=127.0.0.1',
+  // CDP on fds 3 and 4 (see cdp/pipe.ts), never a TCP port any local process or page could reach.
+  '--remote-debugging-pipe',
 ];
 
 export interface ChromiumExit {
@@ -38,10 +40,10 @@ export interface RunningChromium {
   /** Chromium's browser process, which leads its process group (a wrapper's child when wrapped). */
   pid: number;
   version: string;
-  /** Chromium's own /json/version answer. */
+  /** What Chromium's /json/version would answer, made from Browser.getVersion (no webSocketDebuggerUrl). */
   versionInfo: Record<string, unknown>;
-  /** ws://127.0.0.1:<port>/devtools/browser/<id> */
-  browserWsUrl: string;
+  /** CDP over the pipe: each consumer opens its own virtual connection (cdp/mux.ts). */
+  cdp: CdpMux;
   sandbox: boolean;
   /** The virtual display of a headful browser; absent when headless. */
   display?: XDisplay;
@@ -118,7 +120,8 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
   const child = spawn(command.command, command.args, {
     // Its own process group, so the agent can kill the whole tree without killing itself.
     detached: true,
-    stdio: ['ignore', 'ignore', 'pipe'],
+    // fds 3 and 4 are the DevTools pipe; a wrapper (policy.ts) passes them on through exec.
+    stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'],
     ...(user && !options.wrap ? { uid: user.uid, gid: user.gid } : {}),
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -140,50 +143,57 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
   const kill = async () => {
     if (child.pid) await (options.wrap ? killWrapped(child.pid) : killProcessGroup(child.pid));
   };
-  const browserWsUrl = await devToolsUrl(child, exited, options.startTimeoutMs, options.signal).catch(async (error: unknown) => {
+  const pipe = new CdpPipe(child.stdio[3] as Writable, child.stdio[4] as Readable);
+  const cdp = new CdpMux(pipe, log);
+  const versionInfo = await answered(child, cdp, exited, options.startTimeoutMs, options.signal).catch(async (error: unknown) => {
+    pipe.close();
     await kill();
     throw error;
   });
   const pid = options.wrap ? await innerPid(child.pid!) : child.pid!;
   if (pid === undefined) {
+    pipe.close();
     await kill();
-    throw new ChromiumStartError('Chromium opened DevTools but its process is gone', '');
+    throw new ChromiumStartError('Chromium answered on the DevTools pipe but its process is gone', '');
   }
-  log.debug({ chromium_pid: pid }, 'chromium DevTools open');
-  const versionInfo = await fetchVersionInfo(browserWsUrl);
   log.info({ chromium_pid: pid, executable, sandbox, user: user?.name, version: versionInfo.Browser }, 'chromium ready');
   return {
     pid,
     version: String(versionInfo.Browser),
     versionInfo,
-    browserWsUrl,
+    cdp,
     sandbox,
     ...(options.display ? { display: options.display } : {}),
     exited,
     close: async (graceMs) => {
-      await closeChromium({ pid, browserWsUrl, exited, graceMs, log });
+      await closeChromium({ pid, cdp, exited, graceMs, log });
       if (options.wrap) await killProcessGroup(child.pid!);
     },
   };
 }
 
-/** Reads stderr until Chromium prints its DevTools endpoint; keeps a tail for the error message. */
-function devToolsUrl(child: ChildProcess, exited: Promise<ChromiumExit>, timeoutMs: number, signal: AbortSignal): Promise<string> {
+/**
+ * Chromium is ready when it answers Browser.getVersion on the pipe (it reads the pipe
+ * once DevTools is up; what was written before waits there). stderr is kept as a tail
+ * for the error message. The answer becomes the /json/version Chromium would give.
+ */
+function answered(child: ChildProcess, cdp: CdpMux, exited: Promise<ChromiumExit>, timeoutMs: number, signal: AbortSignal): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
     let tail = '';
     if (signal.aborted) reject(new ChromiumStartError('shutdown requested during start-up', tail));
     signal.addEventListener('abort', () => reject(new ChromiumStartError('shutdown requested during start-up', tail)), { once: true });
-    const timer = setTimeout(() => reject(new ChromiumStartError(`Chromium did not open DevTools within ${timeoutMs} ms`, tail)), timeoutMs);
+    const timer = setTimeout(() => reject(new ChromiumStartError(`Chromium did not answer on the DevTools pipe within ${timeoutMs} ms`, tail)), timeoutMs);
     child.once('error', (error) => reject(new ChromiumStartError(`Chromium could not be started: ${error.message}`, tail)));
     child.stderr!.setEncoding('utf8');
-    child.stderr!.on('data', (chunk: string) => {
-      tail = (tail + chunk).slice(-4000);
-      const match = /DevTools listening on (ws:\/\/\S+)/.exec(tail);
-      if (match) {
+    child.stderr!.on('data', (chunk: string) => (tail = (tail + chunk).slice(-4000)));
+    cdp.command<BrowserVersion>('Browser.getVersion').then(
+      (version) => {
         clearTimeout(timer);
-        resolve(match[1]!);
-      }
-    });
+        resolve(versionInfoOf(version));
+      },
+      // The pipe closes as Chromium exits: the exit below says more (and stderr's tail has come by then).
+      () => undefined,
+    );
     void exited.then(({ code, signal }) => {
       clearTimeout(timer);
       reject(new ChromiumStartError(`Chromium exited during start-up (code ${code}, signal ${signal})`, tail));
@@ -191,39 +201,35 @@ function devToolsUrl(child: ChildProcess, exited: Promise<ChromiumExit>, timeout
   });
 }
 
-/**
- * node:http, not fetch: the first fetch in a process loads undici, which costs about
- * 150 ms on the launch path here.
- */
-function fetchVersionInfo(browserWsUrl: string): Promise<Record<string, unknown>> {
-  const { host } = new URL(browserWsUrl);
-  return new Promise((resolve, reject) => {
-    const request = http.get(`http://${host}/json/version`, { timeout: 5000 }, (response) => {
-      let body = '';
-      response.setEncoding('utf8');
-      response.on('data', (chunk: string) => (body += chunk));
-      response.on('end', () => {
-        if (response.statusCode !== 200) return reject(new Error(`Chromium /json/version answered ${response.statusCode}`));
-        try {
-          resolve(JSON.parse(body) as Record<string, unknown>);
-        } catch (error) {
-          reject(error instanceof Error ? error : new Error(String(error)));
-        }
-      });
-    });
-    request.on('timeout', () => request.destroy(new Error('Chromium /json/version timed out')));
-    request.on('error', reject);
-  });
+interface BrowserVersion {
+  protocolVersion: string;
+  product: string;
+  revision: string;
+  userAgent: string;
+  jsVersion: string;
+}
+
+/** Chromium's /json/version fields, as its DevTools HTTP handler writes them from the same values. */
+export function versionInfoOf(version: BrowserVersion): Record<string, unknown> {
+  return {
+    Browser: version.product,
+    'Protocol-Version': version.protocolVersion,
+    'User-Agent': version.userAgent,
+    'V8-Version': version.jsVersion,
+    'WebKit-Version': `537.36 (${version.revision})`,
+    // Chromium 156 on Linux adds it (how its file paths are written).
+    'File-Path-Style': 'posix',
+  };
 }
 
 /**
  * Browser.close lets Chromium remove its own temp files and flush the profile; a kill
  * does neither. Whatever is left after the grace period is killed as a group.
  */
-async function closeChromium(options: { pid: number; browserWsUrl: string; exited: Promise<ChromiumExit>; graceMs: number; log: Logger }): Promise<void> {
-  const { pid, browserWsUrl, exited, graceMs, log } = options;
+async function closeChromium(options: { pid: number; cdp: CdpMux; exited: Promise<ChromiumExit>; graceMs: number; log: Logger }): Promise<void> {
+  const { pid, cdp, exited, graceMs, log } = options;
   const started = Date.now();
-  await sendBrowserClose(browserWsUrl, graceMs).catch((error: unknown) => {
+  await sendBrowserClose(cdp, graceMs).catch((error: unknown) => {
     log.warn({ err: error }, 'Browser.close failed; killing chromium');
   });
   const remaining = Math.max(0, graceMs - (Date.now() - started));
@@ -236,25 +242,17 @@ async function closeChromium(options: { pid: number; browserWsUrl: string; exite
   log.info({ chromium_pid: pid, ms: Date.now() - started, graceful: groupGone }, 'chromium closed');
 }
 
-async function sendBrowserClose(browserWsUrl: string, timeoutMs: number): Promise<void> {
-  const { default: WebSocket } = await import('ws');
-  return new Promise((resolve, reject) => {
-    const socket = new WebSocket(browserWsUrl, { perMessageDeflate: false });
-    const timer = setTimeout(() => {
-      socket.terminate();
-      reject(new Error('Browser.close timed out'));
-    }, timeoutMs);
-    socket.once('open', () => socket.send(JSON.stringify({ id: 1, method: 'Browser.close' })));
-    socket.once('error', (error) => {
-      clearTimeout(timer);
-      reject(error);
-    });
-    // Chromium answers and then drops the connection as it exits; either means done.
-    socket.once('close', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
+/** Chromium answers and then closes the pipe as it exits; either means done. */
+async function sendBrowserClose(cdp: CdpMux, timeoutMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('Browser.close timed out')), timeoutMs)));
+  try {
+    await Promise.race([cdp.command('Browser.close').catch((error: unknown) => {
+      if (!/closed the CDP pipe/.test(error instanceof Error ? error.message : '')) throw error;
+    }), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

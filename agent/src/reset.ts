@@ -4,12 +4,12 @@ import type { BrowserResetReport } from '../../operator/src/ports/browser-runtim
 import type { RunningChromium } from './chromium.js';
 import type { ConnectionTracker } from './connections.js';
 import { sendJson } from './http-json.js';
-import { withBrowserCdp, type BrowserCdp } from './live/browser-cdp.js';
+import { withBrowserCdp, type BrowserCdp } from './cdp/client.js';
 import type { AgentState } from './server.js';
 
 /**
  * POST /reset: a pool browser released with reuse is made fit for its next holder, over
- * the agent's own CDP connections to Chromium (never a client's), in this order:
+ * the agent's own CDP connection to Chromium (never a client's), in this order:
  *
  * 1. Every client connection of the previous holder (CDP, WebDriver BiDi, live view) is
  *    closed, and new ones are refused (503) until the reset ends, so the next holder
@@ -134,7 +134,7 @@ export interface CdpCookie {
 
 /** The browser's cookies now, for the baseline; the agent calls it before any client can connect. */
 export async function captureCookies(chromium: RunningChromium): Promise<CdpCookie[]> {
-  return withBrowserCdp(chromium.browserWsUrl, async (cdp) => (await cdp.send<{ cookies: CdpCookie[] }>('Storage.getCookies')).cookies);
+  return withBrowserCdp(chromium.cdp, async (cdp) => (await cdp.send<{ cookies: CdpCookie[] }>('Storage.getCookies')).cookies);
 }
 
 export interface ResetTarget {
@@ -152,7 +152,7 @@ export async function resetBrowser(target: ResetTarget, request: ResetRequest): 
   try {
     if (!cookieBaseline) throw new Error('the cookies the browser started with could not be read at start, so they cannot be put back');
     const closedConnections = connections.closeAll();
-    const steps = await withBrowserCdp(chromium.browserWsUrl, (cdp) => resetOver(cdp, chromium.browserWsUrl, cookieBaseline, request.startUrl ?? 'about:blank'));
+    const steps = await withBrowserCdp(chromium.cdp, (cdp) => resetOver(cdp, cookieBaseline, request.startUrl ?? 'about:blank'));
     const report = { closedConnections, ...steps };
     log.info({ ms: Date.now() - started, ...report, start_url: request.startUrl }, 'browser reset for its next holder');
     return report;
@@ -171,7 +171,7 @@ interface TargetInfo {
   browserContextId?: string;
 }
 
-async function resetOver(cdp: BrowserCdp, browserWsUrl: string, baseline: CdpCookie[], startUrl: string): Promise<Omit<BrowserResetReport, 'closedConnections'>> {
+async function resetOver(cdp: BrowserCdp, baseline: CdpCookie[], startUrl: string): Promise<Omit<BrowserResetReport, 'closedConnections'>> {
   const { targetInfos } = await cdp.send<{ targetInfos: TargetInfo[] }>('Target.getTargets');
   const { browserContextIds, defaultBrowserContextId } = await cdp.send<{ browserContextIds: string[]; defaultBrowserContextId: string }>(
     'Target.getBrowserContexts',
@@ -187,7 +187,7 @@ async function resetOver(cdp: BrowserCdp, browserWsUrl: string, baseline: CdpCoo
   const [, cookiesRestored] = await Promise.all([
     cdp.send('Browser.resetPermissions').then(() => cdp.send('Browser.setDownloadBehavior', { behavior: 'default' })),
     restoreCookies(cdp, baseline),
-    clearCacheAndStorage(pageWsUrl(browserWsUrl, blank), origins),
+    clearCacheAndStorage(cdp, blank, origins),
   ]);
   if (startUrl !== 'about:blank') {
     await cdp.send('Target.createTarget', { url: startUrl });
@@ -204,14 +204,17 @@ async function restoreCookies(cdp: BrowserCdp, baseline: CdpCookie[]): Promise<n
   return restored.length;
 }
 
-/** The HTTP cache and per-origin storage are only reachable from a page's session: the new blank page's. */
-function clearCacheAndStorage(pageUrl: string, origins: string[]): Promise<void> {
-  return withBrowserCdp(pageUrl, async (page) => {
-    await Promise.all([
-      page.send('Network.clearBrowserCache'),
-      ...origins.map((origin) => page.send('Storage.clearDataForOrigin', { origin, storageTypes: WEB_STORAGE_TYPES })),
-    ]);
-  });
+/**
+ * The HTTP cache and per-origin storage are only reachable from a page's session: the new
+ * blank page's, attached to as a flat session (it goes when the reset's connection does).
+ */
+async function clearCacheAndStorage(cdp: BrowserCdp, blank: string, origins: string[]): Promise<void> {
+  const { sessionId } = await cdp.send<{ sessionId: string }>('Target.attachToTarget', { targetId: blank, flatten: true });
+  await Promise.all([
+    cdp.send('Network.clearBrowserCache', {}, sessionId),
+    ...origins.map((origin) => cdp.send('Storage.clearDataForOrigin', { origin, storageTypes: WEB_STORAGE_TYPES }, sessionId)),
+  ]);
+  await cdp.send('Target.detachFromTarget', { sessionId });
 }
 
 /** Origins of web pages, frames and workers; about:, data:, chrome: and the like hold no storage to clear. */
@@ -283,11 +286,4 @@ export function restorableCookies(baseline: CdpCookie[], now: number): Record<st
       ...(cookie.sourcePort !== undefined ? { sourcePort: cookie.sourcePort } : {}),
       ...(cookie.partitionKey !== undefined ? { partitionKey: cookie.partitionKey } : {}),
     }));
-}
-
-/** ws://127.0.0.1:<port>/devtools/browser/<id> -> the page endpoint of `targetId` on the same port. */
-function pageWsUrl(browserWsUrl: string, targetId: string): string {
-  const url = new URL(browserWsUrl);
-  url.pathname = `/devtools/page/${targetId}`;
-  return url.href;
 }

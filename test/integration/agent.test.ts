@@ -108,6 +108,10 @@ describe('one running agent', () => {
     const version: any = await (await fetch(`${agent.url}/json/version`)).json();
     expect(version.Browser).toMatch(/^Chrome\//);
     expect(version.webSocketDebuggerUrl).toBe(`${agent.url.replace('http', 'ws')}/cdp`);
+    // The fields of Chromium's own /json/version (made from Browser.getVersion: there is no DevTools port to ask).
+    expect(Object.keys(version).sort()).toEqual(['Browser', 'File-Path-Style', 'Protocol-Version', 'User-Agent', 'V8-Version', 'WebKit-Version', 'webSocketDebuggerUrl']);
+    expect(version['WebKit-Version']).toMatch(/^537\.36 \(@[0-9a-f]{40}\)$/);
+    expect(version['User-Agent']).toMatch(/Chrome\/\d+/);
   });
 
   it('lets Playwright drive the browser through the CDP pass-through, and counts the client', async () => {
@@ -155,6 +159,23 @@ describe('agent lifecycle', () => {
     expect(await processGroupMembers(browser.pid)).toEqual([]);
     expect(existsSync(agent.workDir)).toBe(false);
     expect(agent.output()).toMatch(/"graceful":true/);
+  });
+
+  it('takes its Chromium with it when it dies: the DevTools pipe closes and Chromium exits', async () => {
+    const agent = await startAgent('agent-killed');
+    const { browser } = await health(agent);
+    expect(await processGroupMembers(browser.pid)).not.toEqual([]);
+    const killedAt = Date.now();
+    agent.child.kill('SIGKILL');
+    await agent.exited;
+    let members = await processGroupMembers(browser.pid);
+    for (let tries = 0; members.length > 0 && tries < 200; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      members = await processGroupMembers(browser.pid);
+    }
+    console.log(`chromium gone ${Date.now() - killedAt} ms after its agent was killed`);
+    expect(members).toEqual([]);
+    await rm(agent.workDir, { recursive: true, force: true });
   });
 
   it('exits non-zero with a clear log line when Chromium dies, after cleaning up', async () => {

@@ -5,19 +5,17 @@ import { BidiParser } from 'chromium-bidi/out/Default/gen/src/bidiTab/BidiParser
 import { MapperCdpConnection } from 'chromium-bidi/out/Default/gen/src/cdp/CdpConnection.js';
 import { LogType, type LoggerFn } from 'chromium-bidi/out/Default/gen/src/utils/log.js';
 import type { Transport } from 'chromium-bidi/out/Default/gen/src/utils/transport.js';
+import type { CdpMux, VirtualConnection } from '../cdp/mux.js';
 import { ClientTransport } from './client-transport.js';
 import { BIDI_ERROR, bidiError } from './envelope.js';
 
 /**
  * One BiDi client's mapper: chromium-bidi's BidiServer running in the agent process over
- * its own CDP connection to Chromium's browser endpoint, as puppeteer-core does for
- * `protocol: 'webDriverBiDi'` on Chrome (BidiOverCdp.js), with our `ws` sockets on both
- * sides. Each client gets its own mapper and CDP connection, so clients (BiDi and CDP
- * alike) never see each other's sessions, subscriptions or auto-attach settings.
+ * its own virtual CDP connection on the pipe to Chromium (cdp/mux.ts), as puppeteer-core
+ * does for `protocol: 'webDriverBiDi'` on Chrome (BidiOverCdp.js). Each client gets its
+ * own mapper and CDP connection, so clients (BiDi and CDP alike) never see each other's
+ * sessions, subscriptions or auto-attach settings.
  */
-
-/** CDP screenshots and large evaluations; as generous as the CDP pass-through. */
-const MAX_CDP_FRAME_BYTES = 512 * 1024 * 1024;
 /** Below the service's 10 s wait for the agent's upgrade, so the client hears why. */
 const START_TIMEOUT_MS = 8_000;
 
@@ -26,26 +24,23 @@ export class BidiMapperSession {
   private closed = false;
 
   private constructor(
-    private readonly cdp: WebSocket,
+    private readonly cdp: VirtualConnection,
     private readonly server: BidiServer,
     private readonly transport: ClientTransport,
     private readonly log: Logger,
   ) {
-    cdp.on('close', () => this.close(1001, 'the browser closed'));
+    cdp.onClose(() => this.close(1001, 'the browser closed'));
   }
 
-  /** Dials Chromium and starts a mapper; rejects (and leaves nothing open) if either fails. */
-  static async start(cdpUrl: string, log: Logger): Promise<BidiMapperSession> {
-    const cdp = new WebSocket(cdpUrl, { perMessageDeflate: false, maxPayload: MAX_CDP_FRAME_BYTES, handshakeTimeout: START_TIMEOUT_MS });
-    // An error is followed by 'close', which fails the start or closes the session.
-    cdp.on('error', (error) => log.debug({ err: error }, 'BiDi mapper CDP socket error'));
+  /** Opens a virtual connection and starts a mapper; rejects (and leaves nothing open) if either fails. */
+  static async start(mux: CdpMux, log: Logger): Promise<BidiMapperSession> {
+    const cdp = await connectWithin(mux, START_TIMEOUT_MS);
     // The mapper says nothing before the client is attached: it only answers commands.
     let session: BidiMapperSession | undefined;
     const link = { send: (message: string) => session?.sendToClient(message), end: () => session?.close(1000, 'session ended') };
     try {
       const started = (async () => {
-        await opened(cdp);
-        const connection = new MapperCdpConnection(new CdpSocketTransport(cdp), mapperLogger(log));
+        const connection = new MapperCdpConnection(new VirtualConnectionTransport(cdp), mapperLogger(log));
         const browserClient = await connection.createBrowserSession();
         const transport = new ClientTransport(link);
         const server = await BidiServer.createAndStart(transport, connection, browserClient, '', new BidiParser(), mapperLogger(log));
@@ -55,7 +50,7 @@ export class BidiMapperSession {
       session = new BidiMapperSession(cdp, server, transport, log);
       return session;
     } catch (error) {
-      cdp.terminate();
+      cdp.close();
       throw error;
     }
   }
@@ -76,7 +71,7 @@ export class BidiMapperSession {
   }
 
   /**
-   * Idempotent. The CDP socket is closed without MapperCdpConnection.close(), which would
+   * Idempotent. The CDP connection is closed without MapperCdpConnection.close(), which would
    * reject every CDP call in flight into mapper code: a rejection nobody handles would end
    * the agent (and the browser with it). Left unanswered, they are collected with the mapper.
    */
@@ -84,8 +79,7 @@ export class BidiMapperSession {
     if (this.closed) return;
     this.closed = true;
     this.server.close();
-    if (this.cdp.readyState === WebSocket.OPEN) this.cdp.close();
-    else this.cdp.terminate();
+    this.cdp.close();
     const client = this.client;
     if (client && (client.readyState === WebSocket.OPEN || client.readyState === WebSocket.CONNECTING)) client.close(code, reason);
   }
@@ -95,47 +89,57 @@ export class BidiMapperSession {
   }
 }
 
-/** Chromium's CDP socket as chromium-bidi's raw-text Transport. */
-class CdpSocketTransport implements Transport {
+/** A virtual CDP connection as chromium-bidi's raw-text Transport. */
+class VirtualConnectionTransport implements Transport {
   private onMessage: ((message: string) => Promise<void> | void) | null = null;
 
-  constructor(private readonly socket: WebSocket) {
-    socket.on('message', (data: RawData) => void this.onMessage?.(text(data)));
+  constructor(private readonly connection: VirtualConnection) {
+    connection.setOnMessage((message) => void this.onMessage?.(message));
   }
 
   setOnMessage(handler: (message: string) => Promise<void> | void): void {
     this.onMessage = handler;
   }
 
-  /** A command sent after the socket closed is dropped: see BidiMapperSession.close. */
+  /** A command sent after the connection closed is dropped: see BidiMapperSession.close. */
   sendMessage(message: string): void {
-    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(message);
+    this.connection.send(message);
   }
 
   close(): void {
     this.onMessage = null;
-    this.socket.close();
+    this.connection.close();
   }
 }
 
-function opened(socket: WebSocket): Promise<void> {
+/** A hung Chromium never answers the attach: the client hears why instead of waiting; a late connection is closed. */
+function connectWithin(mux: CdpMux, timeoutMs: number): Promise<VirtualConnection> {
   return new Promise((resolve, reject) => {
-    socket.once('open', () => resolve());
-    socket.once('error', reject);
-    socket.once('close', () => reject(new Error('Chromium closed the CDP connection')));
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      reject(new Error(`Chromium did not open a CDP connection for the BiDi mapper within ${timeoutMs} ms`));
+    }, timeoutMs);
+    mux.connect().then(
+      (connection) => {
+        clearTimeout(timer);
+        if (late) connection.close();
+        else resolve(connection);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
   });
 }
 
 /** The mapper's start waits on CDP answers that never come if Chromium goes away or hangs. */
-function withDeadline<T>(work: Promise<T>, cdp: WebSocket): Promise<T> {
+function withDeadline<T>(work: Promise<T>, cdp: VirtualConnection): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the BiDi mapper did not start within ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
-    const onClose = () => reject(new Error('Chromium closed the CDP connection while the BiDi mapper started'));
-    cdp.once('close', onClose);
-    work.then(resolve, reject).finally(() => {
-      clearTimeout(timer);
-      cdp.off('close', onClose);
-    });
+    cdp.onClose(() => reject(new Error('Chromium closed the CDP connection while the BiDi mapper started')));
+    work.then(resolve, reject).finally(() => clearTimeout(timer));
   });
 }
 

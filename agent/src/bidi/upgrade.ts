@@ -5,7 +5,7 @@ import { trackBidiClient } from './registry.js';
 
 /**
  * WebDriver BiDi on the agent's /webdriver: each client WebSocket gets its own
- * chromium-bidi mapper (mapper-session.ts) over its own CDP connection to this browser.
+ * chromium-bidi mapper (mapper-session.ts) over its own virtual CDP connection to this browser.
  * The mapper is started before the upgrade completes, so a client is only accepted when
  * it can be served (503 while the browser is not ready, 502 when the mapper cannot start).
  * Clients count as use of the browser for the idle timeout, like CDP and live view.
@@ -26,8 +26,8 @@ export const handleBidiUpgrade: UpgradeHandler = (state, request, socket, head, 
   // otherwise be an uncaught exception, which ends the agent and the browser with it.
   const onSocketError = (error: Error) => log.debug({ err: error }, 'BiDi client socket error before the upgrade');
   socket.on('error', onSocketError);
-  const cdpUrl = state.chromium()?.browserWsUrl;
-  if (state.phase() !== 'ready' || !cdpUrl) {
+  const cdp = state.chromium()?.cdp;
+  if (state.phase() !== 'ready' || !cdp) {
     socket.end('HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
     return;
   }
@@ -35,7 +35,7 @@ export const handleBidiUpgrade: UpgradeHandler = (state, request, socket, head, 
   let abandoned = false;
   const abandon = () => (abandoned = true);
   socket.once('close', abandon);
-  BidiMapperSession.start(cdpUrl, log).then(
+  BidiMapperSession.start(cdp, log).then(
     (session) => {
       socket.off('close', abandon);
       if (abandoned || socket.destroyed) return session.close(1001, 'client left');

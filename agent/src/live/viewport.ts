@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import type { RunningChromium } from '../chromium.js';
 import { runTool } from '../computer/x11-tools.js';
 import type { XDisplay } from '../display.js';
-import { withBrowserCdp, type BrowserCdp } from './browser-cdp.js';
+import { withBrowserCdp, type BrowserCdp } from '../cdp/client.js';
 
 /**
  * PATCH /browsers/{id} with a viewport, on the running browser. Headful: the Xvfb screen
@@ -25,7 +25,7 @@ export async function applyViewport(chromium: RunningChromium, viewport: Viewpor
   const { display } = chromium;
   const before = display ? await resizeScreen(display, viewport) : undefined;
   try {
-    await withBrowserCdp(chromium.browserWsUrl, (cdp) => resizeWindows(cdp, viewport));
+    await withBrowserCdp(chromium.cdp, (cdp) => resizeWindows(cdp, viewport));
   } catch (error) {
     if (display && before) await resizeScreen(display, before).catch((undo: unknown) => log.error({ err: undo }, 'could not restore the screen size'));
     throw new Error(`the browser window could not be resized to ${viewport.width}x${viewport.height}: ${error instanceof Error ? error.message : String(error)}`, {

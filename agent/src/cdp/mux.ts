@@ -1,0 +1,246 @@
+import type { Logger } from 'pino';
+import { readChromiumMessage, rewriteForClient, type ChromiumMessage } from './frames.js';
+import type { CdpPipe } from './pipe.js';
+
+/**
+ * Every consumer of CDP in the agent (each /cdp client, each BiDi mapper, the agent's own
+ * reset and viewport work) gets a virtual connection over the one pipe to Chromium, which
+ * behaves like a WebSocket of its own to the browser endpoint:
+ *
+ * - A virtual connection is a browser-target session (Target.attachToBrowserTarget on the
+ *   pipe's root): Chromium gives it its own Target domain state (auto-attach, discovery,
+ *   disposeOnDetach contexts), exactly as it does a new connection. A client message
+ *   without a sessionId goes to that session, and what comes back on it is delivered
+ *   without the sessionId, so clients never learn it.
+ * - Every other session is owned by the connection it was attached through: the child of
+ *   a Target.attachedToTarget event on one of its sessions, or the result of its own
+ *   Target.attachToTarget / attachToBrowserTarget. A message naming a session the
+ *   connection does not own is refused with Chromium's own error, so no client can reach
+ *   another's pages or read its events. Events go only to the owner.
+ * - Command ids are renumbered on the way in (one counter for the pipe) and put back on
+ *   the way out: Chromium answers a command for a session that has just gone away without
+ *   any sessionId, and only the id then says whose it was.
+ * - Closing a connection detaches its browser session; Chromium then detaches every
+ *   session attached through it (no event for those: checked), so the mux forgets them.
+ */
+
+export interface VirtualConnection {
+  /** A client's message (JSON text); bad ones are answered with a CDP error, never thrown. */
+  send(text: string): void;
+  /** Messages for the client, in Chromium's order. */
+  setOnMessage(handler: (text: string) => void): void;
+  /** Once, when the connection ends from Chromium's side (browser gone) or by close(). */
+  onClose(handler: () => void): void;
+  /** Detaches the connection's sessions; idempotent. */
+  close(): void;
+}
+
+interface Pending {
+  connection: Connection | undefined;
+  clientId: number;
+  /** Target.attachToTarget / attachToBrowserTarget: the answer names a session it then owns. */
+  attaches: boolean;
+  sessionId: string | undefined;
+  resolve?: (message: Record<string, unknown>) => void;
+}
+
+/** Chromium's own answers to these mistakes. */
+const ERRORS = {
+  parse: { code: -32700, message: 'Message must be a valid JSON' },
+  invalid: { code: -32600, message: "Message must have integer 'id' property" },
+  method: { code: -32600, message: "Message must have string 'method' property" },
+  session: { code: -32001, message: 'Session with given id not found.' },
+};
+const MAX_ID = 0x7fffffff;
+
+export class CdpMux {
+  private nextId = 0;
+  private readonly pending = new Map<number, Pending>();
+  /** Session id -> the connection that owns it and the session it was attached through. */
+  private readonly sessions = new Map<string, { connection: Connection; parent: string | undefined }>();
+  private readonly connections = new Set<Connection>();
+
+  constructor(
+    private readonly pipe: CdpPipe,
+    private readonly log: Logger,
+  ) {
+    pipe.setOnMessage((text) => {
+      try {
+        this.route(text);
+      } catch (error) {
+        this.log.warn({ err: error, head: text.slice(0, 200) }, 'CDP message from Chromium could not be routed: dropped');
+      }
+    });
+    pipe.onClose(() => {
+      for (const connection of [...this.connections]) connection.ended();
+      for (const [id, pending] of this.pending) if (pending.resolve) pending.resolve({ id, error: { code: -32000, message: 'the browser closed the CDP pipe' } });
+      this.pending.clear();
+    });
+  }
+
+  /** A command on the pipe's root (the agent's own: start-up, Browser.close, attaching). */
+  async command<T = Record<string, unknown>>(method: string, params: Record<string, unknown> = {}): Promise<T> {
+    if (this.pipe.isClosed()) throw new Error(`${method}: the browser closed the CDP pipe`);
+    const answer = await new Promise<Record<string, unknown>>((resolve) => {
+      const id = this.allocate({ connection: undefined, clientId: 0, attaches: false, sessionId: undefined, resolve });
+      this.pipe.send(JSON.stringify({ id, method, params }));
+    });
+    const error = answer.error as { message?: string } | undefined;
+    if (error) throw new Error(`${method}: ${error.message ?? 'failed'}`);
+    return answer.result as T;
+  }
+
+  /** A new virtual connection, as good as a new WebSocket to the browser endpoint. */
+  async connect(): Promise<VirtualConnection> {
+    const { sessionId } = await this.command<{ sessionId: string }>('Target.attachToBrowserTarget');
+    const connection = new Connection(this, sessionId);
+    this.connections.add(connection);
+    this.sessions.set(sessionId, { connection, parent: undefined });
+    return connection;
+  }
+
+  /** How many virtual connections are open (for tests and logs). */
+  size(): number {
+    return this.connections.size;
+  }
+
+  /** @internal From a connection: its client's message, checked and sent on. */
+  sendFor(connection: Connection, text: string): void {
+    let message: Record<string, unknown>;
+    try {
+      const parsed: unknown = JSON.parse(text);
+      if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return connection.deliver(JSON.stringify({ error: ERRORS.parse }));
+      message = parsed as Record<string, unknown>;
+    } catch {
+      return connection.deliver(JSON.stringify({ error: ERRORS.parse }));
+    }
+    const { id, method, sessionId } = message;
+    if (typeof id !== 'number' || !Number.isSafeInteger(id)) return connection.deliver(JSON.stringify({ error: ERRORS.invalid }));
+    if (typeof method !== 'string') return connection.deliver(JSON.stringify({ id, error: ERRORS.method }));
+    const target = sessionId === undefined ? connection.browserSession : sessionId;
+    if (typeof target !== 'string' || this.sessions.get(target)?.connection !== connection) {
+      return connection.deliver(JSON.stringify({ id, error: ERRORS.session }));
+    }
+    const attaches = method === 'Target.attachToTarget' || method === 'Target.attachToBrowserTarget';
+    const wireId = this.allocate({ connection, clientId: id, attaches, sessionId: target });
+    this.pipe.send(JSON.stringify({ ...message, id: wireId, sessionId: target }));
+  }
+
+  /** @internal Detaches a connection's browser session; its other sessions go with it. */
+  release(connection: Connection): void {
+    if (!this.connections.delete(connection)) return;
+    for (const [sessionId, owner] of this.sessions) if (owner.connection === connection) this.sessions.delete(sessionId);
+    for (const [id, pending] of this.pending) if (pending.connection === connection) this.pending.delete(id);
+    if (this.pipe.isClosed()) return;
+    this.command('Target.detachFromTarget', { sessionId: connection.browserSession }).catch((error: unknown) =>
+      this.log.debug({ err: error }, 'detaching a closed CDP connection failed (the browser may be closing)'),
+    );
+  }
+
+  private allocate(pending: Pending): number {
+    do this.nextId = this.nextId >= MAX_ID ? 1 : this.nextId + 1;
+    while (this.pending.has(this.nextId));
+    this.pending.set(this.nextId, pending);
+    return this.nextId;
+  }
+
+  private route(text: string): void {
+    const message = readChromiumMessage(text);
+    if (message.id !== undefined) return this.routeResponse(text, message, message.id);
+    if (message.sessionId === undefined) return this.rootEvent(message);
+    const owner = this.sessions.get(message.sessionId);
+    // A session being forgotten (its connection closed) may still say something: nobody hears it.
+    if (!owner) return;
+    const connection = owner.connection;
+    if (message.method === 'Target.attachedToTarget' && message.namedSession) {
+      this.sessions.set(message.namedSession, { connection, parent: message.sessionId });
+    }
+    connection.deliver(rewriteForClient(text, message, undefined, message.sessionId === connection.browserSession));
+    if (message.method === 'Target.detachedFromTarget' && message.namedSession) this.forget(message.namedSession);
+  }
+
+  private routeResponse(text: string, message: ChromiumMessage, wireId: number): void {
+    const pending = this.pending.get(wireId);
+    if (!pending) return;
+    this.pending.delete(wireId);
+    if (pending.resolve) return pending.resolve(message.parsed ?? (JSON.parse(text) as Record<string, unknown>));
+    const connection = pending.connection!;
+    if (pending.attaches) {
+      const parsed = message.parsed ?? (JSON.parse(text) as { result?: { sessionId?: unknown } });
+      const child = (parsed.result as { sessionId?: unknown } | undefined)?.sessionId;
+      if (typeof child === 'string' && !this.sessions.has(child)) this.sessions.set(child, { connection, parent: pending.sessionId });
+    }
+    const session = message.sessionId ?? pending.sessionId;
+    const dropSession = message.sessionId !== undefined && session === connection.browserSession;
+    connection.deliver(rewriteForClient(text, message, pending.clientId, dropSession));
+  }
+
+  /** The root hears of browser sessions going away: a connection Chromium ended itself. */
+  private rootEvent(message: ChromiumMessage): void {
+    if (message.method !== 'Target.detachedFromTarget' || !message.namedSession) return;
+    const owner = this.sessions.get(message.namedSession);
+    if (owner && owner.connection.browserSession === message.namedSession) owner.connection.ended();
+  }
+
+  /** A detached session and every session attached through it. */
+  private forget(sessionId: string): void {
+    const gone = new Set([sessionId]);
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const [id, { parent }] of this.sessions) {
+        if (parent && gone.has(parent) && !gone.has(id)) {
+          gone.add(id);
+          grew = true;
+        }
+      }
+    }
+    for (const id of gone) this.sessions.delete(id);
+    // Chromium never answers what was in flight to a detached session; its clients give up on it too.
+    for (const [id, pending] of this.pending) if (pending.sessionId && gone.has(pending.sessionId)) this.pending.delete(id);
+  }
+}
+
+class Connection implements VirtualConnection {
+  private handler: ((text: string) => void) | undefined;
+  private readonly queued: string[] = [];
+  private readonly closeHandlers: (() => void)[] = [];
+  private open = true;
+
+  constructor(
+    private readonly mux: CdpMux,
+    readonly browserSession: string,
+  ) {}
+
+  send(text: string): void {
+    if (this.open) this.mux.sendFor(this, text);
+  }
+
+  setOnMessage(handler: (text: string) => void): void {
+    this.handler = handler;
+    for (const text of this.queued.splice(0)) handler(text);
+  }
+
+  onClose(handler: () => void): void {
+    if (this.open) this.closeHandlers.push(handler);
+    else queueMicrotask(handler);
+  }
+
+  close(): void {
+    this.ended();
+  }
+
+  /** @internal */
+  deliver(text: string): void {
+    if (!this.open) return;
+    if (this.handler) this.handler(text);
+    else this.queued.push(text);
+  }
+
+  /** @internal From either side: forget and detach (a no-op on a closed pipe), then tell the owner. */
+  ended(): void {
+    if (!this.open) return;
+    this.open = false;
+    this.mux.release(this);
+    for (const handler of this.closeHandlers.splice(0)) handler();
+  }
+}
