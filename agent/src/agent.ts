@@ -150,6 +150,7 @@ export class BrowserAgent {
     const server = createAgentServer(
       {
         browserId: this.config.spec.browserId,
+        token: this.config.token,
         phase: () => this.phase,
         chromium: () => this.chromium,
         bridge,

@@ -109,8 +109,9 @@ export class PoolRows {
 }
 
 /** Chromium's main pid as the browser's agent reports it (GET <agent>/health). */
-export async function agentBrowserPid(agentUrl: string): Promise<number> {
-  const res = await fetch(`${agentUrl.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(5_000) });
+export async function agentBrowserPid(app: TestApp, row: { id: string; agent_url: string | null }): Promise<number> {
+  const agentUrl = row.agent_url!;
+  const res = await fetch(`${agentUrl.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(5_000), headers: { authorization: `Bearer ${app.deps.agentTokens(row.id)}` } });
   const body = (await res.json()) as { browser?: { pid?: number } | null };
   const pid = body.browser?.pid;
   if (typeof pid !== 'number') throw new Error(`the agent at ${agentUrl} reported no browser pid: ${JSON.stringify(body)}`);

@@ -97,7 +97,7 @@ describe('pool leases with real browsers', () => {
 
           // The browser at the end of cdp_ws_url is the one the database names, and no
           // other current holder is talking to it.
-          if (!pidOf.has(id)) pidOf.set(id, await agentBrowserPid(row!.agent_url!));
+          if (!pidOf.has(id)) pidOf.set(id, await agentBrowserPid(app, row!));
           const cdp = await CdpSocket.open(lease.cdp_ws_url);
           try {
             const pid = await cdp.browserPid();
@@ -246,7 +246,7 @@ describe('pool leases with real browsers', () => {
   it('replaces an idle browser whose Chromium was killed', async () => {
     await withPool(2, async (pool) => {
       const [victim, survivor] = await rows.idle(pool.id);
-      const pid = await agentBrowserPid(victim!.agent_url!);
+      const pid = await agentBrowserPid(app, victim!);
       process.kill(pid, 'SIGKILL');
 
       const ended = await eventually(`${victim!.id} ended after its Chromium was killed`, async () => {

@@ -125,7 +125,7 @@ async function newBrowser(body: Record<string, unknown> = {}) {
 async function agentHealth(sessionId: string): Promise<{ connections_by_kind: Record<string, number> }> {
   const agentUrl = (await app.runtime.observe(sessionId))?.agentUrl;
   expect(agentUrl).toBeDefined();
-  return (await fetch(`${agentUrl}/health`)).json() as Promise<{ connections_by_kind: Record<string, number> }>;
+  return (await fetch(`${agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json() as Promise<{ connections_by_kind: Record<string, number> }>;
 }
 
 async function eventually<T>(read: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {

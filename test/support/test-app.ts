@@ -21,6 +21,7 @@ import { poolManager, POOL_RECONCILE_INTERVAL_MS } from '../../api/src/modules/b
 import { authFlows } from '../../api/src/modules/auth-connections/engine/flows.js';
 import { LAUNCH_TIMEOUT_MS } from '../../api/src/modules/browsers/service.js';
 import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+import { agentTokensFrom } from '../../operator/src/runtime/agent-client.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
 import { insertProject } from '../../api/src/modules/projects/store.js';
 import { freshDatabase, type TestDatabase } from './database.js';
@@ -77,7 +78,10 @@ export async function startTestApp(
   const log = options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const shutdown = new AbortController();
   // The real local runtime: it spawns agents only when a test creates a browser.
-  const runtime = createLocalRuntime({ stateDir: path.join(profileDir, 'browsers'), log });
+  // One key, as in the service: it seals secrets and derives the agents' tokens.
+  const encryptionKey = randomBytes(32);
+  const agentTokens = agentTokensFrom(encryptionKey);
+  const runtime = createLocalRuntime({ stateDir: path.join(profileDir, 'browsers'), log, agentTokens });
   const deps: AppDeps = {
     db: database.db,
     clock,
@@ -89,12 +93,13 @@ export async function startTestApp(
       ...options.settings,
     },
     projectResources: allProjectResources(),
-    sealer: createSealer(randomBytes(32)),
+    sealer: createSealer(encryptionKey),
     events: createPgEventHub(database.url, database.db, log),
     proxy: { upstreams: [], checkUrl: 'http://127.0.0.1:9/unused', ...options.proxy },
     profileStore: createFileProfileStore(profileDir),
     shutdown: shutdown.signal,
     runtime,
+    agentTokens,
   };
   const { app } = buildApp(deps);
   const server = await new Promise<Server>((resolve) => {
