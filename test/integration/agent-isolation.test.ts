@@ -72,7 +72,7 @@ async function attackFromPage(page: Page, port: number) {
           ws.send(JSON.stringify({ id: 2, method: 'Storage.getCookies', params: {} }));
         };
         ws.onmessage = (event) => {
-          answers.push(JSON.parse(String(event.data)));
+          answers.push(JSON.parse(event.data as string));
           if (answers.length === 2) {
             clearTimeout(timer);
             ws.close();

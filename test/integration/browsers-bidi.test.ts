@@ -12,6 +12,7 @@ import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { newProject } from './browsers.fixtures.js';
+import { agentAuth, testAgentTokens } from '../support/agent-access.js';
 
 /**
  * WebDriver BiDi end to end: a raw `ws` client speaks BiDi through the service's
@@ -99,9 +100,9 @@ class BidiClient {
 }
 
 /** The HTTP status of a refused upgrade, or 101 when it was accepted. */
-function upgradeStatus(url: string): Promise<number> {
+function upgradeStatus(url: string, headers: Record<string, string> = {}): Promise<number> {
   return new Promise((resolve, reject) => {
-    const socket = new WebSocket(url);
+    const socket = new WebSocket(url, { headers });
     socket.once('unexpected-response', (_req, res) => {
       resolve(res.statusCode ?? 0);
       res.resume();
@@ -335,6 +336,7 @@ describe('the agent on its own', () => {
       env: {
         PATH: process.env.PATH,
         AGENT_SPEC: JSON.stringify({ browserId: 'bidi-starting' }),
+        AGENT_TOKEN: testAgentTokens('bidi-starting'),
         AGENT_PORT: String(port),
         AGENT_WORK_DIR: path.join(scratch, 'work'),
         CHROME_PATH: slowChromium,
@@ -348,7 +350,7 @@ describe('the agent on its own', () => {
         (h) => h.status === 'starting',
       );
       expect(health.status).toBe('starting');
-      expect(await upgradeStatus(`ws://127.0.0.1:${port}/webdriver`)).toBe(503);
+      expect(await upgradeStatus(`ws://127.0.0.1:${port}/webdriver`, agentAuth('bidi-starting'))).toBe(503);
     } finally {
       agent.kill('SIGTERM');
       await exited;

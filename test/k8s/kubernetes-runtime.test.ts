@@ -10,6 +10,7 @@ import { startTestPageServer, type TestPageServer } from '../support/test-page-s
 import { launchSpec } from './support/browser-sessions.js';
 import { freshNamespace, kubeConfig } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
+import { agentAuth, testAgentTokens } from '../support/agent-access.js';
 
 // The Kubernetes runtime against the real API server, its pods run by the suite's node
 // agent (real agent, real Chromium; no container isolation: see node-agent.ts).
@@ -28,6 +29,7 @@ beforeAll(async () => {
     namespace,
     pod: { image: `${BROWSER_IMAGE_REPOSITORY}:test` },
     log: pino({ level: 'silent' }),
+    agentTokens: testAgentTokens,
     launchTimeoutMs: 60_000,
   });
   pages = await startTestPageServer({ '/hello': '<!doctype html><title>hello from a pod</title>' });
@@ -52,7 +54,7 @@ describe('KubernetesRuntime with a node agent', () => {
     expect(launched.agentUrl).toMatch(/^http:\/\/127\.0\.0\.(6\d|7\d):9222$/);
     expect(launched.labels['browserplane.dev/pool']).toBe('pool_x');
 
-    const browser = await chromium.connectOverCDP(launched.agentUrl!);
+    const browser = await chromium.connectOverCDP(launched.agentUrl!, { headers: agentAuth(wanted.browserId) });
     const page = await browser.contexts()[0]!.newPage();
     await page.goto(`${pages.url}/hello`);
     expect(await page.title()).toBe('hello from a pod');
@@ -88,7 +90,7 @@ describe('KubernetesRuntime with a node agent', () => {
     const wanted = spec();
     const launched = await runtime.launch(wanted, { signal: signal() });
     await runtime.applySettings(wanted.browserId, { viewport: { width: 800, height: 600 } });
-    const browser = await chromium.connectOverCDP(launched.agentUrl!);
+    const browser = await chromium.connectOverCDP(launched.agentUrl!, { headers: agentAuth(wanted.browserId) });
     const page = browser.contexts()[0]!.pages()[0] ?? (await browser.contexts()[0]!.newPage());
     const screen = await page.evaluate(() => {
       const { width, height } = (globalThis as unknown as { screen: { width: number; height: number } }).screen;
@@ -120,7 +122,7 @@ describe('KubernetesRuntime with a node agent', () => {
 
     const relaunched = await runtime.launch(wanted, { signal: signal() });
     expect(relaunched.phase).toBe('Ready');
-    expect((await fetch(`${relaunched.agentUrl!}/health`).then((r) => r.json())) as { browser_id: string }).toMatchObject({ browser_id: wanted.browserId });
+    expect((await fetch(`${relaunched.agentUrl!}/health`, { headers: agentAuth(wanted.browserId) }).then((r) => r.json())) as { browser_id: string }).toMatchObject({ browser_id: wanted.browserId });
     expect(launched.browserId).toBe(relaunched.browserId);
     await runtime.terminate(wanted.browserId, { graceMs: 5_000 });
   });
@@ -132,6 +134,7 @@ describe('KubernetesRuntime with a node agent', () => {
       // No node agent runs this image: the pod is bound but never starts.
       pod: { image: 'registry.invalid/not-a-browser:1' },
       log: pino({ level: 'silent' }),
+      agentTokens: testAgentTokens,
       launchTimeoutMs: 3_000,
     });
     try {

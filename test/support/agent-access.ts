@@ -6,7 +6,8 @@ import { agentTokensFrom, type AgentTokens } from '../../operator/src/runtime/ag
  * every agent request needs the browser's agent token (agent/src/access.ts). A fresh key
  * per test file, as a service would derive the tokens from its encryption key.
  */
-export const testAgentTokens: AgentTokens = agentTokensFrom(randomBytes(32));
+export const testEncryptionKey: Buffer = randomBytes(32);
+export const testAgentTokens: AgentTokens = agentTokensFrom(testEncryptionKey);
 
 /** The header an agent request presents for `browserId`. */
 export const agentAuth = (browserId: string, tokens: AgentTokens = testAgentTokens): { authorization: string } => ({ authorization: `Bearer ${tokens(browserId)}` });
