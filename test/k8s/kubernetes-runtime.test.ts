@@ -86,6 +86,40 @@ describe('KubernetesRuntime with a node agent', () => {
     await runtime.terminate(wanted.browserId, { graceMs: 5_000 });
   });
 
+  it('has a pod agent that serves only its token: a page in the pod reaching the agent gets nothing, a probe only the phase', async () => {
+    const wanted = spec();
+    const launched = await runtime.launch(wanted, { signal: signal() });
+    const url = launched.agentUrl!;
+    for (const headers of [{}, agentAuth('another-browser')]) {
+      const refused = await fetch(`${url}/fs/read_file?path=/x`, { headers });
+      expect(refused.status).toBe(401);
+      expect(await refused.json()).toMatchObject({ code: 'unauthorized' });
+    }
+    expect(await (await fetch(`${url}/health`)).json()).toEqual({ status: 'ready' });
+    const secret = await core.readNamespacedSecret({ name: browserPodName(wanted.browserId), namespace });
+    expect(Buffer.from(secret.data!['agent-token']!, 'base64').toString()).toBe(testAgentTokens(wanted.browserId));
+
+    const browser = await chromium.connectOverCDP(url, { headers: agentAuth(wanted.browserId) });
+    try {
+      const page = await browser.contexts()[0]!.newPage();
+      await page.goto(`${pages.url}/hello`);
+      const fromPage = await page.evaluate(
+        (agent) =>
+          new Promise<string>((resolve) => {
+            const ws = new (globalThis as unknown as { WebSocket: new (url: string) => { onopen: () => void; onerror: () => void; close(): void } }).WebSocket(`${agent.replace(/^http/, 'ws')}/cdp`);
+            ws.onopen = () => (ws.close(), resolve('opened'));
+            ws.onerror = () => resolve('refused');
+          }),
+        url,
+      );
+      console.log(`a page in the pod opening its agent's /cdp: ${fromPage}`);
+      expect(fromPage).toBe('refused');
+    } finally {
+      await browser.close();
+    }
+    await runtime.terminate(wanted.browserId, { graceMs: 5_000 });
+  });
+
   it('applies settings to and resets a running browser through its agent, and refuses both for one that is not running', async () => {
     const wanted = spec();
     const launched = await runtime.launch(wanted, { signal: signal() });
