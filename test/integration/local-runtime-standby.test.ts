@@ -137,6 +137,18 @@ describe('a standby agent', () => {
       const bad = await fetch(`${url}/start`, { method: 'POST', body: JSON.stringify({ spec: { browserId: '../x' } }), headers: { authorization: `Bearer ${token}` } });
       expect(bad.status).toBe(400);
       expect(((await bad.json()) as { message: string }).message).toContain('browserId');
+      // A claim must hand over the browser's agent token, which the claimed agent then requires.
+      const spec = { browserId: 'claimed-without-token' };
+      const tokenless = await fetch(`${url}/start`, { method: 'POST', body: JSON.stringify({ spec, workDir: path.join(scratch, 'tokenless') }), headers: { authorization: `Bearer ${token}` } });
+      expect(tokenless.status).toBe(400);
+      expect(((await tokenless.json()) as { message: string }).message).toContain('token');
+      // A web page cannot even ask: Origin (or Sec-Fetch-Site) is refused before anything else.
+      const fromBrowsers: Record<string, string>[] = [{ origin: 'http://127.0.0.1:1' }, { 'sec-fetch-site': 'cross-site' }];
+      for (const headers of fromBrowsers) {
+        const fromPage = await fetch(`${url}/start`, { method: 'POST', body, headers: { ...headers, authorization: `Bearer ${token}` } });
+        expect(fromPage.status).toBe(403);
+        expect(((await fetch(`${url}/health`, { headers })).status)).toBe(403);
+      }
       expect((await fetchHealth({ url, token }, 500))?.status).toBe('standby');
     } finally {
       child.kill('SIGTERM');
