@@ -143,7 +143,7 @@ describe('the test node agent', () => {
     expect(agentStatus?.state?.running?.startedAt).toBeInstanceOf(Date);
 
     const podUrl = `http://${ready.status!.podIP!}:${AGENT_PORT}`;
-    const browser = await chromium.connectOverCDP(podUrl, { timeout: 20_000 });
+    const browser = await chromium.connectOverCDP(podUrl, { timeout: 20_000, headers: agentAuth('nodeagentone') });
     const page = await browser.contexts()[0]!.newPage();
     await page.goto(`${pages.url}/hello`);
     expect(await page.title()).toBe('hello from the pod');
