@@ -155,6 +155,7 @@ export class BrowserAgent {
     const server = createAgentServer(
       {
         browserId: this.config.spec.browserId,
+        token: this.config.token,
         phase: () => this.phase,
         chromium: () => this.chromium,
         bridge,

@@ -57,6 +57,11 @@ function envInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, rang
 
 export interface AgentConfig {
   spec: BrowserLaunchSpec;
+  /**
+   * AGENT_TOKEN: the secret every request to the agent presents (see access.ts). The
+   * runtime derives it per browser; a standby agent gets it with its claim.
+   */
+  token: string;
   host: string;
   /** 0 lets the system choose; the chosen port is in the 'listening' log line and the port file. */
   port: number;
@@ -129,7 +134,7 @@ export function parseFsLimits(env: NodeJS.ProcessEnv): FsLimits {
 }
 
 /** Everything but the launch settings: what a standby agent knows before it is claimed. */
-export type StandbyConfig = Omit<AgentConfig, 'spec' | 'workDir'>;
+export type StandbyConfig = Omit<AgentConfig, 'spec' | 'workDir' | 'token'>;
 
 /** AGENT_STANDBY=1: start without a spec and wait to be claimed (see standby.ts). */
 export const isStandby = (env: NodeJS.ProcessEnv) => env.AGENT_STANDBY === '1';
@@ -140,9 +145,12 @@ export const isStandby = (env: NodeJS.ProcessEnv) => env.AGENT_STANDBY === '1';
  * another local user must not be able to.
  */
 export function parseStandbyToken(env: NodeJS.ProcessEnv): string {
-  const token = env.AGENT_STANDBY_TOKEN ?? '';
-  if (!/^[A-Za-z0-9_-]{32,256}$/.test(token)) fail('AGENT_STANDBY_TOKEN (32 to 256 URL-safe characters) is required with AGENT_STANDBY=1');
-  return token;
+  return parseToken(env.AGENT_STANDBY_TOKEN, 'AGENT_STANDBY_TOKEN (32 to 256 URL-safe characters) is required with AGENT_STANDBY=1');
+}
+
+/** A token as the runtime makes them: 32 to 256 URL-safe characters. */
+export function parseToken(raw: unknown, problem: string): string {
+  return typeof raw === 'string' && /^[A-Za-z0-9_-]{32,256}$/.test(raw) ? raw : fail(problem);
 }
 
 /** A session uid: unprivileged (1000 and up) and below 2^31 - 1, which some tools read as signed. */
@@ -178,5 +186,10 @@ export function parseAgentConfig(env: NodeJS.ProcessEnv): AgentConfig {
   } catch {
     fail('AGENT_SPEC is not valid JSON');
   }
-  return { ...parseStandbyConfig(env), spec: parseLaunchSpec(specJson), workDir: env.AGENT_WORK_DIR || undefined };
+  return {
+    ...parseStandbyConfig(env),
+    spec: parseLaunchSpec(specJson),
+    token: parseToken(env.AGENT_TOKEN, 'AGENT_TOKEN (32 to 256 URL-safe characters) is required'),
+    workDir: env.AGENT_WORK_DIR || undefined,
+  };
 }

@@ -23,6 +23,8 @@ async function main(): Promise<void> {
     process.stderr.write(`invalid agent configuration: ${error instanceof Error ? error.message : String(error)}\n`);
     process.exit(BAD_CONFIG);
   }
+  // Read once: no child (Chromium, Xvfb, x11vnc) inherits them by accident.
+  forgetSecrets();
   let browserId: string | null = standby ? null : (config as AgentConfig).spec.browserId;
   const log = createAgentLogger(config.logLevel, () => browserId);
   let agent: BrowserAgent | undefined;
@@ -50,6 +52,11 @@ async function main(): Promise<void> {
   const { BrowserAgent } = await import('./agent.js');
   agent = new BrowserAgent(config as AgentConfig, log, exit);
   await agent.start().catch((error: unknown) => agent.abort(error));
+}
+
+function forgetSecrets(): void {
+  delete process.env.AGENT_TOKEN;
+  delete process.env.AGENT_STANDBY_TOKEN;
 }
 
 void main();

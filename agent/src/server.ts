@@ -5,6 +5,7 @@ import type { CdpBridge } from './cdp-bridge.js';
 import type { RunningChromium } from './chromium.js';
 import { handleComputerRequest } from './computer/routes.js';
 import { sendJson } from './http-json.js';
+import { accessRefusal, bearerMatches, originRefusal, refuseUpgrade, UNAUTHORIZED } from './access.js';
 import type { ConnectionTracker } from './connections.js';
 import type { BrowserResetReport } from '../../operator/src/ports/browser-runtime.js';
 import type { ResetRequest } from './reset.js';
@@ -14,6 +15,8 @@ import type { ResetRequest } from './reset.js';
  * back at the agent, the WebSockets (CDP on /cdp, WebDriver BiDi on /webdriver, live view
  * as VNC on /vnc), fs and computer routes, POST /settings for settings changed on a
  * running browser, POST /reset for a pool release, and POST /shutdown for the runtime.
+ * Every route needs the browser's agent token and refuses web pages (access.ts); only
+ * GET /health answers without the token, and then only {status}.
  */
 
 export const CDP_PATH = '/cdp';
@@ -41,6 +44,8 @@ export type AgentPhase = 'starting' | 'ready' | 'stopping';
 
 export interface AgentState {
   browserId: string;
+  /** The secret every request presents (AGENT_TOKEN, or the standby's claim). */
+  token: string;
   phase: () => AgentPhase;
   chromium: () => RunningChromium | undefined;
   bridge: CdpBridge;
@@ -67,6 +72,8 @@ export function createAgentServer(state: AgentState, log: Logger): http.Server {
     // Nothing else listens for the raw socket's errors until a handler takes it over (and
     // a handler may load lazily): a client reset must not become an unhandled 'error'.
     socket.on('error', () => socket.destroy());
+    const refusal = accessRefusal(request, state.token);
+    if (refusal) return refuseUpgrade(socket, refusal);
     // The cookie baseline is read before any client is served (see reset.ts).
     void state.connections.admitted().then(() => {
       if (!socket.destroyed) upgrade(state, request, socket, head, log);
@@ -100,10 +107,19 @@ function upgrade(state: AgentState, request: IncomingMessage, socket: Duplex, he
 async function route(state: AgentState, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const path = new URL(request.url ?? '/', 'http://agent').pathname.replace(/\/+$/, '') || '/';
   const key = `${request.method} ${path}`;
+  const refusal = originRefusal(request);
+  if (refusal) return sendJson(response, refusal.status, { code: refusal.code, message: refusal.message });
+  const authorized = bearerMatches(request.headers.authorization, state.token);
   if (key === 'GET /health') {
+    const status = state.phase() === 'ready' ? 200 : 503;
+    // Without the token, the phase alone, for kubelet probes (a probe's headers sit in
+    // the pod spec, readable by far more people than the launch Secret). It does not
+    // count as the service polling: a page must not keep an orphaned agent alive.
+    if (!authorized) return sendJson(response, status, { status: state.phase() });
     state.healthPolled();
-    return sendJson(response, state.phase() === 'ready' ? 200 : 503, health(state));
+    return sendJson(response, status, health(state));
   }
+  if (!authorized) return sendJson(response, UNAUTHORIZED.status, { code: UNAUTHORIZED.code, message: UNAUTHORIZED.message });
   if (key === 'GET /json/version') return jsonVersion(state, request, response);
   if (path.startsWith('/computer/')) return handleComputerRequest(state.chromium(), request, response, path);
   if (key === 'POST /settings') {

@@ -1,9 +1,9 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import http, { type IncomingMessage } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { BrowserAgent } from './agent.js';
-import { parseChromiumUid, parseLaunchSpec, type StandbyConfig } from './config.js';
+import { bearerMatches, originRefusal } from './access.js';
+import { parseChromiumUid, parseLaunchSpec, parseToken, type StandbyConfig } from './config.js';
 import { sendJson } from './http-json.js';
 import { reportPort } from './port-file.js';
 
@@ -12,12 +12,14 @@ import { reportPort } from './port-file.js';
  * loading take 150-200 ms before an agent can even spawn Chromium, a third of a create
  * on this machine; a runtime keeps one agent ready in standby, so a create pays only for
  * Chromium. The standby loads every module of the launch path, listens on its port and
- * answers GET /health with status "standby"; POST /start {spec, workDir, chromiumUid?} with
+ * answers GET /health with status "standby"; POST /start {spec, workDir, token, chromiumUid?} with
  * `Authorization: Bearer <AGENT_STANDBY_TOKEN>` claims it: it answers 202, closes its
  * standby server and starts exactly like an agent started with AGENT_SPEC, on the same
  * port. The token matters: in embedded mode the agent runs as root and the claim names
  * the work dir it prepares (and hands to the browser user), so only the runtime that
- * started it, which alone knows the token, may claim it.
+ * started it, which alone knows the token, may claim it. The claim carries the browser's
+ * agent token, which every request to the claimed agent must then present (access.ts);
+ * requests from web pages are refused here as there.
  *
  * Nobody else will claim a standby whose runtime is gone, so it exits when its parent
  * process (AGENT_PARENT_PID, else the parent at start) is no longer its parent (the
@@ -63,6 +65,8 @@ export async function runStandby(
     let listening: StandbyConfig = config;
     const server = http.createServer((request, response) => {
       const path = new URL(request.url ?? '/', 'http://agent').pathname;
+      const refusal = originRefusal(request);
+      if (refusal) return sendJson(response, refusal.status, { code: refusal.code, message: refusal.message });
       if (request.method === 'GET' && path === '/health') {
         return sendJson(response, 200, { status: claimed ? 'starting' : 'standby', browser_id: null, browser: null, connections: 0, idle_since: null });
       }
@@ -73,10 +77,12 @@ export async function runStandby(
         void readBody(request).then((body) => {
           let spec;
           let workDir: unknown;
+          let agentToken: string;
           let chromiumUid: number | undefined;
           try {
-            const parsed = JSON.parse(body) as { spec?: unknown; workDir?: unknown; chromiumUid?: unknown };
+            const parsed = JSON.parse(body) as { spec?: unknown; workDir?: unknown; token?: unknown; chromiumUid?: unknown };
             spec = parseLaunchSpec(parsed.spec);
+            agentToken = parseToken(parsed.token, 'token (the browser\'s agent token, 32 to 256 URL-safe characters) is required');
             workDir = parsed.workDir;
             if (parsed.chromiumUid !== undefined) chromiumUid = parseChromiumUid(parsed.chromiumUid, 'chromiumUid');
             if (workDir !== undefined && typeof workDir !== 'string') throw new Error('workDir must be a string');
@@ -90,7 +96,7 @@ export async function runStandby(
           response.once('finish', () => {
             // The agent listens on the same port as soon as this server lets it go.
             server.close(() => {
-              const agent = new BrowserAgent({ ...listening, spec, workDir: workDir, ...(chromiumUid !== undefined ? { chromiumUid } : {}) }, log, exit);
+              const agent = new BrowserAgent({ ...listening, spec, token: agentToken, workDir: workDir, ...(chromiumUid !== undefined ? { chromiumUid } : {}) }, log, exit);
               resolve({ agent });
               void agent.start().catch((error: unknown) => agent.abort(error));
             });
@@ -130,10 +136,3 @@ function readBody(request: IncomingMessage): Promise<string> {
   });
 }
 
-
-/** Constant-time comparison of `Authorization: Bearer <token>` (hashed first, so lengths never leak). */
-function bearerMatches(header: string | undefined, token: string): boolean {
-  const given = /^Bearer (\S+)$/.exec(header ?? '')?.[1] ?? '';
-  const digest = (value: string) => createHash('sha256').update(value).digest();
-  return timingSafeEqual(digest(given), digest(token));
-}

@@ -7,6 +7,7 @@ import type { EventHub } from './events/hub.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
 import type { BrowserRuntime } from '../../operator/src/ports/browser-runtime.js';
+import type { AgentTokens } from '../../operator/src/runtime/agent-client.js';
 
 /** Counts what still lives in a project; a project with any of it cannot be deleted. */
 export type ProjectResourceCounter = (
@@ -53,6 +54,8 @@ export interface AppDeps {
   profileStore: ProfileStore;
   /** Where browsers run: local agent processes now, pods in Kubernetes mode. */
   runtime: BrowserRuntime;
+  /** Each browser's agent token, which every call to its agent presents (CDP, fs, computer, live view). */
+  agentTokens: AgentTokens;
   /**
    * Aborted when shutdown begins. Long-lived responses (event streams) end themselves on
    * it, so draining does not wait for them until the shutdown deadline.

@@ -10,7 +10,8 @@ import { parseAllowedNetworks } from '../../agent/src/egress.js';
 import type { AppDeps } from './app-deps.js';
 import { systemClock } from './clock.js';
 import type { Config } from './config.js';
-import { createSealer, loadEncryptionKey } from './crypto/sealer.js';
+import { createSealer } from './crypto/sealer.js';
+import { agentTokensFrom } from '../../operator/src/runtime/agent-client.js';
 import type { Db } from './db/pool.js';
 import { createPgEventHub } from './events/hub.js';
 import { loadProxyUpstreams } from './modules/proxies/upstreams.js';
@@ -19,7 +20,8 @@ import { createFileProfileStore } from './storage/file-profile-store.js';
 
 export async function composeAppDeps(
   config: Config,
-  parts: { db: Db; databaseUrl: string; runtime: BrowserRuntime; kubernetes: boolean; log: Logger; shutdown: AbortSignal },
+  /** encryptionKey: loadEncryptionKey's, loaded by the caller, whose runtime needs the agent tokens too. */
+  parts: { db: Db; databaseUrl: string; runtime: BrowserRuntime; kubernetes: boolean; log: Logger; shutdown: AbortSignal; encryptionKey: Buffer },
 ): Promise<AppDeps> {
   const { db, databaseUrl, runtime, log } = parts;
   return {
@@ -37,7 +39,7 @@ export async function composeAppDeps(
       authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
     },
     projectResources: allProjectResources(),
-    sealer: createSealer(await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir)),
+    sealer: createSealer(parts.encryptionKey),
     events: createPgEventHub(databaseUrl, db, log),
     proxy: {
       upstreams: await loadProxyUpstreams(config.BROWSERPLANE_PROXY_UPSTREAMS, config.BROWSERPLANE_PROXY_UPSTREAMS_FILE),
@@ -47,5 +49,6 @@ export async function composeAppDeps(
     profileStore: createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
     shutdown: parts.shutdown,
     runtime,
+    agentTokens: agentTokensFrom(parts.encryptionKey),
   };
 }

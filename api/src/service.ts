@@ -21,6 +21,8 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
 import { createCustomResourceRuntime } from '../../operator/src/runtime/custom-resource-runtime.js';
 import type { BrowserRuntime } from '../../operator/src/ports/browser-runtime.js';
+import { agentTokensFrom, type AgentTokens } from '../../operator/src/runtime/agent-client.js';
+import { loadEncryptionKey } from './crypto/sealer.js';
 
 /** How long each browser gets for Browser.close when the service stops. */
 const BROWSER_STOP_GRACE_MS = 5000;
@@ -51,9 +53,10 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const shutdown = new AbortController();
     // Every open event stream listens for shutdown: thousands are expected, not a leak.
     setMaxListeners(0, shutdown.signal);
-    const browsers = browserRuntime(config, log);
+    const encryptionKey = await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir);
+    const browsers = browserRuntime(config, log, agentTokensFrom(encryptionKey));
     const { runtime } = browsers;
-    const deps = await composeAppDeps(config, { db, databaseUrl, runtime, kubernetes: browsers.kubernetes, log, shutdown: shutdown.signal });
+    const deps = await composeAppDeps(config, { db, databaseUrl, runtime, kubernetes: browsers.kubernetes, log, shutdown: shutdown.signal, encryptionKey });
     // Only the embedded Postgres is this process's to restart; an external one is not.
     if (embedded) deps.databaseSupervision = () => embedded.status();
     const boot = await bootstrap(
@@ -131,16 +134,17 @@ export async function startService(config: Config, log: Logger): Promise<Running
  * and a clean stop ends them. Kubernetes: BrowserSession resources the operator turns into
  * pods, in the cluster of the in-cluster service account or KUBECONFIG; a stop ends none.
  */
-function browserRuntime(config: Config, log: Logger): { runtime: BrowserRuntime; kubernetes: boolean; stop(): Promise<void> } {
+function browserRuntime(config: Config, log: Logger, agentTokens: AgentTokens): { runtime: BrowserRuntime; kubernetes: boolean; stop(): Promise<void> } {
   if (config.BROWSERPLANE_RUNTIME === 'kubernetes') {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromDefault();
-    const runtime = createCustomResourceRuntime({ config: kubeConfig, namespace: config.namespace, log, launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });
+    const runtime = createCustomResourceRuntime({ config: kubeConfig, namespace: config.namespace, log, agentTokens, launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });
     return { runtime, kubernetes: true, stop: () => runtime.close() };
   }
   const runtime = createLocalRuntime({
     stateDir: path.join(config.dataDir, 'browsers'),
     log,
+    agentTokens,
     standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS,
     egress: { blockPrivateNetworks: config.BROWSERPLANE_BLOCK_PRIVATE_NETWORKS, allowedNetworks: config.BROWSERPLANE_ALLOWED_PRIVATE_NETWORKS },
     agentFsEnv: agentFsEnv(config),

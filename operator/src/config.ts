@@ -1,5 +1,6 @@
 import os from 'node:os';
 import { z } from 'zod';
+import { decodeKey } from '../../api/src/crypto/sealer.js';
 
 /**
  * Every setting the operator reads, as one zod schema over the environment; parsed once in
@@ -77,6 +78,15 @@ export const operatorConfigSchema = z
     BROWSERPLANE_OPERATOR_WORKERS: z.coerce.number().int().min(1).max(64).default(4).describe('Reconciles run at once per controller'),
     BROWSERPLANE_OPERATOR_RESYNC_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300).describe('How often every resource is reconciled again even without a change'),
     LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    BROWSERPLANE_ENCRYPTION_KEY: z
+      .string({ error: 'required: the key the API seals secrets with (the chart passes the same one); browser agent tokens derive from it' })
+      .transform((text, context): Buffer => {
+        const key = decodeKey(text);
+        if (key) return key;
+        context.addIssue({ code: 'custom', message: 'must be 32 bytes in base64 or hex' });
+        return z.NEVER;
+      })
+      .describe('32 bytes, base64 or hex: the API’s encryption key, from which each browser’s agent token derives'),
   })
   .refine(
     (c) => c.BROWSERPLANE_LEASE_DURATION_SECONDS > c.BROWSERPLANE_LEASE_RENEW_DEADLINE_SECONDS && c.BROWSERPLANE_LEASE_RENEW_DEADLINE_SECONDS > c.BROWSERPLANE_LEASE_RETRY_PERIOD_SECONDS,

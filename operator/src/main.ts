@@ -24,6 +24,7 @@ import { startBrowserPoolReconciler } from './reconcilers/browser-pool.js';
 import { startAuthConnectionReconciler } from './reconcilers/auth-connection.js';
 import { createBrowserSessionReconciler, type BrowserSessionReconciler } from './reconcilers/browser-session.js';
 import { createKubernetesRuntime } from './runtime/kubernetes-runtime.js';
+import { agentTokensFrom } from './runtime/agent-client.js';
 import { createEventRecorder } from './k8s/event-recorder.js';
 import { createOperatorMetrics, type OperatorMetrics } from './metrics.js';
 import { REPORTING_CONTROLLER } from './reconcilers/transition-events.js';
@@ -140,6 +141,7 @@ async function lead(config: OperatorConfig, kube: KubeConfig, log: Logger, state
     // leaves out the ones the chart passes empty.
     pod,
     log,
+    agentTokens: agentTokensFrom(config.BROWSERPLANE_ENCRYPTION_KEY),
     launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
     ownerReferencesOf: (browserId) => reconciler.ownerReferencesOf(browserId),
   });

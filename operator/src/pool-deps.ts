@@ -12,6 +12,8 @@ import { parseConfig } from '../../api/src/config.js';
 import { createPool } from '../../api/src/db/pool.js';
 import { composeAppDeps } from '../../api/src/compose.js';
 import { createCustomResourceRuntime } from './runtime/custom-resource-runtime.js';
+import { agentTokensFrom } from './runtime/agent-client.js';
+import { loadEncryptionKey } from '../../api/src/crypto/sealer.js';
 
 export interface PoolReconcilerDeps {
   deps: AppDeps;
@@ -24,8 +26,9 @@ export async function poolReconcilerDeps(env: NodeJS.ProcessEnv, kube: KubeConfi
   const databaseUrl = env.DATABASE_URL;
   const db = createPool(databaseUrl, config.DATABASE_POOL_MAX);
   db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));
-  const runtime = createCustomResourceRuntime({ config: kube, namespace, log, launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });
-  const deps = await composeAppDeps(config, { db, databaseUrl, runtime, kubernetes: true, log, shutdown });
+  const encryptionKey = await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir);
+  const runtime = createCustomResourceRuntime({ config: kube, namespace, log, agentTokens: agentTokensFrom(encryptionKey), launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });
+  const deps = await composeAppDeps(config, { db, databaseUrl, runtime, kubernetes: true, log, shutdown, encryptionKey });
   return {
     deps,
     async close() {

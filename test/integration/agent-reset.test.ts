@@ -10,6 +10,7 @@ import { WebSocket } from 'ws';
 import { createLogger } from '../../api/src/logger.js';
 import { BrowserResetError, type BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+import { AgentDirectory, testAgentTokens } from '../support/agent-access.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 
 /**
@@ -32,7 +33,7 @@ beforeAll(async () => {
   // Short: Chromium's singleton socket path under the work dirs is limited to 107 bytes.
   scratch = await mkdtemp(path.join(os.tmpdir(), 'bp-rs-'));
   await chmod(scratch, 0o711);
-  runtime = createLocalRuntime({ stateDir: path.join(scratch, 'state'), workRoot: path.join(scratch, 'b'), log });
+  runtime = createLocalRuntime({ stateDir: path.join(scratch, 'state'), workRoot: path.join(scratch, 'b'), log, agentTokens: testAgentTokens });
   siteA = await startTestPageServer();
   siteB = await startTestPageServer();
   archives = await startArchiveServer();
@@ -73,11 +74,14 @@ function spec(browserId: string, extra: Partial<BrowserLaunchSpec> = {}): Browse
 async function launch(browserSpec: BrowserLaunchSpec): Promise<string> {
   const observed = await runtime.launch(browserSpec, { signal: new AbortController().signal });
   expect(observed.phase, observed.reason).toBe('Ready');
-  return observed.agentUrl!;
+  return agents.remember(observed.agentUrl!, browserSpec.browserId);
 }
 
+/** Every agent request carries its browser's token. */
+const agents = new AgentDirectory();
+
 const cdpUrl = (agentUrl: string) => `${agentUrl.replace(/^http/, 'ws')}/cdp`;
-const connect = (agentUrl: string) => chromium.connectOverCDP(cdpUrl(agentUrl), { timeout: 30_000 });
+const connect = (agentUrl: string) => chromium.connectOverCDP(cdpUrl(agentUrl), { timeout: 30_000, headers: agents.auth(agentUrl) });
 const disconnected = (browser: Browser) => new Promise<void>((resolve) => browser.once('disconnected', () => resolve()));
 
 /** Resolves with the close code, or 'open' if the socket is still open after `ms`. */
@@ -93,7 +97,7 @@ const closeWithin = (socket: WebSocket, ms: number) =>
 
 const openSocket = (url: string) =>
   new Promise<WebSocket>((resolve, reject) => {
-    const socket = new WebSocket(url, { perMessageDeflate: false });
+    const socket = new WebSocket(url, { perMessageDeflate: false, headers: agents.auth(url) });
     socket.once('open', () => resolve(socket));
     socket.once('unexpected-response', (_req, res) => reject(new Error(`upgrade of ${url} answered ${res.statusCode}`)));
     socket.once('error', reject);
@@ -102,7 +106,7 @@ const openSocket = (url: string) =>
 /** 101 when the upgrade is accepted (the socket is closed at once), else the status it was refused with. */
 const upgradeStatus = (url: string) =>
   new Promise<number>((resolve, reject) => {
-    const socket = new WebSocket(url, { perMessageDeflate: false });
+    const socket = new WebSocket(url, { perMessageDeflate: false, headers: agents.auth(url) });
     socket.once('open', () => {
       socket.close();
       resolve(101);
@@ -115,9 +119,9 @@ const upgradeStatus = (url: string) =>
     socket.once('error', reject);
   });
 
-const health = async (agentUrl: string) => (await (await fetch(`${agentUrl}/health`)).json()) as { status: string; connections: number };
+const health = async (agentUrl: string) => (await (await fetch(`${agentUrl}/health`, { headers: agents.auth(agentUrl) })).json()) as { status: string; connections: number };
 
-const postReset = (agentUrl: string, body: string) => fetch(`${agentUrl}/reset`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+const postReset = (agentUrl: string, body: string) => fetch(`${agentUrl}/reset`, { method: 'POST', headers: { 'content-type': 'application/json', ...agents.auth(agentUrl) }, body });
 
 /** What the next holder sees: its pages' URLs, its contexts, and its cookies. */
 async function nextHolderView(browser: Browser) {

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processGroupMembers } from '../../agent/src/process-group.js';
 import { freePort } from '../../operator/src/runtime/agent-process.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
+import { agentAuth, testAgentTokens } from '../support/agent-access.js';
 
 /** The agent on its own, as a pod would run it: environment in, one port out. */
 
@@ -28,6 +29,8 @@ function assertAgentBuilt(): void {
 interface StartedAgent {
   child: ChildProcess;
   url: string;
+  /** Its token: every request but an anonymous GET /health needs it. */
+  auth: { authorization: string };
   workDir: string;
   output: () => string;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
@@ -44,7 +47,14 @@ async function startAgent(
   const port = await freePort();
   const workDir = path.join(scratch, browserId);
   const child = spawn(process.execPath, [agentEntry], {
-    env: { PATH: process.env.PATH, AGENT_SPEC: JSON.stringify({ browserId, ...spec }), AGENT_PORT: String(port), AGENT_WORK_DIR: workDir, ...options.env },
+    env: {
+      PATH: process.env.PATH,
+      AGENT_SPEC: JSON.stringify({ browserId, ...spec }),
+      AGENT_TOKEN: testAgentTokens(browserId),
+      AGENT_PORT: String(port),
+      AGENT_WORK_DIR: workDir,
+      ...options.env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
@@ -54,16 +64,17 @@ async function startAgent(
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
   const url = `http://127.0.0.1:${port}`;
+  const auth = agentAuth(browserId);
   for (let tries = 0; ; tries++) {
-    const health: any = await fetch(`${url}/health`).then((r) => r.json(), () => undefined);
+    const health: any = await fetch(`${url}/health`, { headers: auth }).then((r) => r.json(), () => undefined);
     if (health?.status === (options.until ?? 'ready')) break;
     if (tries > 300) throw new Error(`agent not ready: ${output}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  return { child, url, workDir, output: () => output, exited };
+  return { child, url, auth, workDir, output: () => output, exited };
 }
 
-const health = async (agent: StartedAgent): Promise<any> => (await fetch(`${agent.url}/health`)).json();
+const health = async (agent: StartedAgent): Promise<any> => (await fetch(`${agent.url}/health`, { headers: agent.auth })).json();
 
 const statusField = (pid: number, field: string) =>
   readFileSync(`/proc/${pid}/status`, 'utf8').match(new RegExp(`^${field}:\\s+(.*)$`, 'm'))?.[1];
@@ -105,7 +116,7 @@ describe('one running agent', () => {
   });
 
   it('rewrites the WebSocket URL of /json/version to point at the agent', async () => {
-    const version: any = await (await fetch(`${agent.url}/json/version`)).json();
+    const version: any = await (await fetch(`${agent.url}/json/version`, { headers: agent.auth })).json();
     expect(version.Browser).toMatch(/^Chrome\//);
     expect(version.webSocketDebuggerUrl).toBe(`${agent.url.replace('http', 'ws')}/cdp`);
     // The fields of Chromium's own /json/version (made from Browser.getVersion: there is no DevTools port to ask).
@@ -115,7 +126,7 @@ describe('one running agent', () => {
   });
 
   it('lets Playwright drive the browser through the CDP pass-through, and counts the client', async () => {
-    const browser = await chromium.connectOverCDP(`${agent.url.replace('http', 'ws')}/cdp`);
+    const browser = await chromium.connectOverCDP(`${agent.url.replace('http', 'ws')}/cdp`, { headers: agent.auth });
     try {
       expect((await health(agent)).connections).toBe(1);
       expect((await health(agent)).idle_since).toBeNull();
@@ -192,7 +203,7 @@ describe('agent lifecycle', () => {
     const agent = await startAgent('agent-orphan', {}, { env: { AGENT_ORPHAN_TIMEOUT_MS: '1500' } });
     const { browser } = await health(agent);
     // A connected client keeps it alive past the timeout, with nobody asking for /health.
-    const client = new WebSocket(`${agent.url.replace('http', 'ws')}/cdp`);
+    const client = new WebSocket(`${agent.url.replace('http', 'ws')}/cdp`, { headers: agent.auth });
     await new Promise((resolve, reject) => client.once('open', resolve).once('error', reject));
     await new Promise((resolve) => setTimeout(resolve, 3500));
     expect(agent.child.exitCode).toBeNull();
@@ -220,7 +231,7 @@ describe('agent lifecycle', () => {
     const slowChromium = `${scratch}-slow-chromium.sh`;
     await writeFile(slowChromium, '#!/bin/bash\nexec -a bp-slow-chromium sleep 60\n', { mode: 0o755 });
     const agent = await startAgent('agent-slow', {}, { env: { CHROME_PATH: slowChromium }, until: 'starting' });
-    const response = await fetch(`${agent.url}/health`);
+    const response = await fetch(`${agent.url}/health`, { headers: agent.auth });
     expect(response.status).toBe(503);
     expect(await response.json()).toMatchObject({ status: 'starting', browser: null });
     const stopping = Date.now();
@@ -247,7 +258,7 @@ describe('an agent started on port 0', () => {
     // over could be taken by another socket before the agent binds it (EADDRINUSE at ~50 browsers).
     const portFile = path.join(scratch, 'chosen.port');
     const child = spawn(process.execPath, [agentEntry], {
-      env: { PATH: process.env.PATH, AGENT_SPEC: JSON.stringify({ browserId: 'agent-port-zero' }), AGENT_PORT: '0', AGENT_PORT_FILE: portFile, AGENT_WORK_DIR: path.join(scratch, 'agent-port-zero') },
+      env: { PATH: process.env.PATH, AGENT_SPEC: JSON.stringify({ browserId: 'agent-port-zero' }), AGENT_TOKEN: testAgentTokens('agent-port-zero'), AGENT_PORT: '0', AGENT_PORT_FILE: portFile, AGENT_WORK_DIR: path.join(scratch, 'agent-port-zero') },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';
@@ -263,7 +274,7 @@ describe('an agent started on port 0', () => {
       expect(port).toBeGreaterThan(0);
       const listening = output.split('\n').filter(Boolean).map((line) => JSON.parse(line) as { msg?: string; port?: number }).find((line) => line.msg === 'listening');
       expect(listening?.port).toBe(port);
-      const answer = (await (await fetch(`http://127.0.0.1:${port}/health`)).json()) as { browser_id: string };
+      const answer = (await (await fetch(`http://127.0.0.1:${port}/health`, { headers: agentAuth('agent-port-zero') })).json()) as { browser_id: string };
       expect(answer.browser_id).toBe('agent-port-zero');
       // Written whole through a rename: no temporary file is left beside it.
       expect(readdirSync(scratch).filter((name) => name.startsWith('chosen.port.'))).toEqual([]);

@@ -403,8 +403,8 @@ describe('the hosted login page', () => {
 
 describe('the agent’s port', () => {
   it('listens on 127.0.0.1 only and is named in no API answer', async () => {
-    // The agent has no token of its own (docs/SECURITY.md, known gaps): what keeps clients
-    // off it is that it is reachable only from this host and its address is never handed out.
+    // Besides its token (agent-isolation.test.ts): reachable only from this host, and its
+    // address is never handed out.
     const agentUrl = new URL((await app.runtime.observe(victim.session_id))!.agentUrl!);
     expect(agentUrl.hostname).toBe('127.0.0.1');
     const reachable = (host: string) =>

@@ -17,7 +17,7 @@ export async function newFsSession(app: TestApp, client: HttpClient): Promise<Fs
   if (res.status !== 200) throw new Error(`create failed: ${res.status} ${res.text}`);
   const id = res.body.session_id as string;
   const { rows } = await app.database.db.query<{ agent_url: string }>('SELECT agent_url FROM browser_sessions WHERE id = $1', [id]);
-  const root = (await (await fetch(`${rows[0]!.agent_url}/fs/root`)).json()) as { host_root: string };
+  const root = (await (await fetch(`${rows[0]!.agent_url}/fs/root`, { headers: { authorization: `Bearer ${app.deps.agentTokens(id)}` } })).json()) as { host_root: string };
   return { id, client, hostRoot: root.host_root, cdpWsUrl: res.body.cdp_ws_url as string };
 }
 

@@ -110,16 +110,17 @@ export class PoolRows {
 }
 
 /** The --user-data-dir of the Chromium the browser's agent reports (its pid's command line). */
-export async function agentBrowserDir(agentUrl: string): Promise<string> {
-  const args = (await readFile(`/proc/${await agentBrowserPid(agentUrl)}/cmdline`, 'utf8')).split('\0');
+export async function agentBrowserDir(app: TestApp, row: { id: string; agent_url: string | null }): Promise<string> {
+  const args = (await readFile(`/proc/${await agentBrowserPid(app, row)}/cmdline`, 'utf8')).split('\0');
   const dir = args.find((arg) => arg.startsWith('--user-data-dir='))?.slice('--user-data-dir='.length);
-  if (!dir) throw new Error(`the Chromium of ${agentUrl} has no --user-data-dir`);
+  if (!dir) throw new Error(`the Chromium of ${row.agent_url} has no --user-data-dir`);
   return dir;
 }
 
 /** Chromium's main pid as the browser's agent reports it (GET <agent>/health). */
-export async function agentBrowserPid(agentUrl: string): Promise<number> {
-  const res = await fetch(`${agentUrl.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(5_000) });
+export async function agentBrowserPid(app: TestApp, row: { id: string; agent_url: string | null }): Promise<number> {
+  const agentUrl = row.agent_url!;
+  const res = await fetch(`${agentUrl.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(5_000), headers: { authorization: `Bearer ${app.deps.agentTokens(row.id)}` } });
   const body = (await res.json()) as { browser?: { pid?: number } | null };
   const pid = body.browser?.pid;
   if (typeof pid !== 'number') throw new Error(`the agent at ${agentUrl} reported no browser pid: ${JSON.stringify(body)}`);

@@ -98,7 +98,7 @@ describe('pool leases with real browsers', () => {
 
           // The browser at the end of cdp_ws_url is the one the database names, and no
           // other current holder is talking to it.
-          if (!pidOf.has(id)) pidOf.set(id, await agentBrowserDir(row!.agent_url!));
+          if (!pidOf.has(id)) pidOf.set(id, await agentBrowserDir(app, row!));
           const cdp = await CdpSocket.open(lease.cdp_ws_url);
           try {
             const pid = await cdp.browserDir();
@@ -247,8 +247,8 @@ describe('pool leases with real browsers', () => {
   it('replaces an idle browser whose Chromium was killed', async () => {
     await withPool(2, async (pool) => {
       const [victim, survivor] = await rows.idle(pool.id);
-      const victimDir = await agentBrowserDir(victim!.agent_url!);
-      process.kill(await agentBrowserPid(victim!.agent_url!), 'SIGKILL');
+      const victimDir = await agentBrowserDir(app, victim!);
+      process.kill(await agentBrowserPid(app, victim!), 'SIGKILL');
 
       const ended = await eventually(`${victim!.id} ended after its Chromium was killed`, async () => {
         const row = await rows.session(victim!.id);

@@ -12,6 +12,7 @@ import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { newProject } from './browsers.fixtures.js';
+import { agentAuth, testAgentTokens } from '../support/agent-access.js';
 
 /**
  * WebDriver BiDi end to end: a raw `ws` client speaks BiDi through the service's
@@ -99,9 +100,9 @@ class BidiClient {
 }
 
 /** The HTTP status of a refused upgrade, or 101 when it was accepted. */
-function upgradeStatus(url: string): Promise<number> {
+function upgradeStatus(url: string, headers: Record<string, string> = {}): Promise<number> {
   return new Promise((resolve, reject) => {
-    const socket = new WebSocket(url);
+    const socket = new WebSocket(url, { headers });
     socket.once('unexpected-response', (_req, res) => {
       resolve(res.statusCode ?? 0);
       res.resume();
@@ -125,7 +126,7 @@ async function newBrowser(body: Record<string, unknown> = {}) {
 async function agentHealth(sessionId: string): Promise<{ connections_by_kind: Record<string, number> }> {
   const agentUrl = (await app.runtime.observe(sessionId))?.agentUrl;
   expect(agentUrl).toBeDefined();
-  return (await fetch(`${agentUrl}/health`)).json() as Promise<{ connections_by_kind: Record<string, number> }>;
+  return (await fetch(`${agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json() as Promise<{ connections_by_kind: Record<string, number> }>;
 }
 
 async function eventually<T>(read: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
@@ -335,6 +336,7 @@ describe('the agent on its own', () => {
       env: {
         PATH: process.env.PATH,
         AGENT_SPEC: JSON.stringify({ browserId: 'bidi-starting' }),
+        AGENT_TOKEN: testAgentTokens('bidi-starting'),
         AGENT_PORT: String(port),
         // One level down: the work dir's parent is hidden from the browser (agent/src/isolation.ts), the script must not be.
         AGENT_WORK_DIR: path.join(scratch, 'browsers', 'work'),
@@ -349,7 +351,7 @@ describe('the agent on its own', () => {
         (h) => h.status === 'starting',
       );
       expect(health.status).toBe('starting');
-      expect(await upgradeStatus(`ws://127.0.0.1:${port}/webdriver`)).toBe(503);
+      expect(await upgradeStatus(`ws://127.0.0.1:${port}/webdriver`, agentAuth('bidi-starting'))).toBe(503);
     } finally {
       agent.kill('SIGTERM');
       await exited;

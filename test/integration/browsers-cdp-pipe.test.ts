@@ -39,7 +39,9 @@ async function newBrowser(): Promise<{ id: string; cdpWsUrl: string; agentUrl: s
   return { id: res.body.session_id, cdpWsUrl: res.body.cdp_ws_url, agentUrl: observed!.agentUrl!, client };
 }
 
-const agentHealth = async (agentUrl: string): Promise<any> => (await fetch(`${agentUrl}/health`)).json();
+/** The agent's whole /health answer: only the service's token gets more than {status}. */
+const agentHealth = async (browser: { id: string; agentUrl: string }): Promise<any> =>
+  (await fetch(`${browser.agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(browser.id)}` } })).json();
 
 /** Inodes of LISTEN sockets (state 0A) in the network namespace `pid` is in. */
 async function listeningInodes(pid: number): Promise<Map<string, string>> {
@@ -105,7 +107,7 @@ class RawCdp {
 describe('Chromium without a DevTools port', () => {
   it('has no process of the browser listening on any TCP port', async () => {
     const browser = await newBrowser();
-    const { browser: info } = await agentHealth(browser.agentUrl);
+    const { browser: info } = await agentHealth(browser);
     const members = await processGroupMembers(info.pid);
     expect(members.length).toBeGreaterThan(2);
     expect(await listenersOf(info.pid)).toEqual([]);
@@ -117,7 +119,7 @@ describe('Chromium without a DevTools port', () => {
     const pw = await chromium.connectOverCDP(browser.cdpWsUrl);
     const pp = await puppeteer.connect({ browserWSEndpoint: browser.cdpWsUrl, defaultViewport: null });
     try {
-      expect((await agentHealth(browser.agentUrl)).connections_by_kind.cdp).toBe(2);
+      expect((await agentHealth(browser)).connections_by_kind.cdp).toBe(2);
       const pwContext = await pw.newContext();
       const pwPage = await pwContext.newPage();
       const ppContext = await pp.createBrowserContext();
@@ -135,7 +137,7 @@ describe('Chromium without a DevTools port', () => {
 
       // puppeteer leaves mid-way: Playwright goes on as if nothing happened.
       await pp.disconnect();
-      await expect.poll(async () => Number((await agentHealth(browser.agentUrl)).connections_by_kind.cdp)).toBe(1);
+      await expect.poll(async () => Number((await agentHealth(browser)).connections_by_kind.cdp)).toBe(1);
       await pwPage.goto(`${pages.url}/page?again`);
       expect(await pwPage.title()).toBe('a page');
       await pwPage.evaluate('console.log("still-here")');

@@ -49,7 +49,7 @@ afterAll(async () => {
 
 const agentHealth = async (sessionId: string) => {
   const agentUrl = (await app.runtime.observe(sessionId))!.agentUrl!;
-  return (await (await fetch(`${agentUrl}/health`)).json()) as { connections_by_kind: Record<string, number> };
+  return (await (await fetch(`${agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json()) as { connections_by_kind: Record<string, number> };
 };
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, options: { timeoutMs?: number; seen?: () => Promise<unknown> } = {}): Promise<T> {
@@ -173,14 +173,14 @@ describe('the live view of a headful session', () => {
     expect(refused.status).toBe(409);
     expect(refused.body.code).toBe('live_view_unavailable');
     // The agent refuses a VNC stream of a headless browser, and the service passes the 409 on.
-    const upgradeOutcome = (url: string) =>
+    const upgradeOutcome = (url: string, headers: Record<string, string> = {}) =>
       new Promise<string>((resolve) => {
-        const ws = new WebSocket(url);
+        const ws = new WebSocket(url, { headers });
         ws.once('open', () => resolve('open'));
         ws.once('error', (error) => resolve(error.message));
       });
     const agentUrl = (await app.runtime.observe(headless.body.session_id as string))!.agentUrl!;
-    expect(await upgradeOutcome(`${agentUrl.replace(/^http/, 'ws')}/vnc`)).toContain('409');
+    expect(await upgradeOutcome(`${agentUrl.replace(/^http/, 'ws')}/vnc`, { authorization: `Bearer ${app.deps.agentTokens(headless.body.session_id as string)}` })).toContain('409');
     expect(await upgradeOutcome((headless.body.cdp_ws_url as string).replace('/cdp?', '/vnc?'))).toContain('409');
 
     for (const id of [session.session_id, other.session_id, headless.body.session_id as string]) await client.delete(`/browsers/${id}`);

@@ -44,7 +44,7 @@ afterAll(async () => {
 
 async function health(sessionId: string): Promise<{ browser: { pid: number; sandbox: boolean } }> {
   const agentUrl = (await app.runtime.observe(sessionId))?.agentUrl;
-  return (await fetch(`${agentUrl}/health`)).json() as Promise<{ browser: { pid: number; sandbox: boolean } }>;
+  return (await fetch(`${agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json() as Promise<{ browser: { pid: number; sandbox: boolean } }>;
 }
 
 async function openPage(cdpWsUrl: string) {

@@ -48,7 +48,7 @@ describe('a crashed Chromium', () => {
     const session = await createSession(client);
     const crashesBefore = await endedCount('browser_crashed');
     const agentUrl = (await app.runtime.observe(session.session_id))!.agentUrl!;
-    const chromiumPid = (await fetchHealth(agentUrl, 2000))!.browser!.pid;
+    const chromiumPid = (await fetchHealth({ url: agentUrl, token: app.deps.agentTokens(session.session_id) }, 2000))!.browser!.pid;
 
     process.kill(-chromiumPid, 'SIGKILL');
     // The agent sees Chromium exit, cleans up and exits non-zero; the runtime reports Failed.

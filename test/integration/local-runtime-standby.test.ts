@@ -8,6 +8,7 @@ import { createLogger } from '../../api/src/logger.js';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import { fetchHealth, freePort, spawnAgent } from '../../operator/src/runtime/agent-process.js';
 import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+import { testAgentTokens } from '../support/agent-access.js';
 
 /**
  * Standby agents (agent/src/standby.ts): the local runtime keeps one agent started and
@@ -74,7 +75,7 @@ afterAll(async () => {
 
 describe('the local runtime with a standby agent', () => {
   it('hands the standby agent to the next launch, starts a new one, and stops it with terminateAll', async () => {
-    const runtime = createLocalRuntime({ stateDir, workRoot, log });
+    const runtime = createLocalRuntime({ stateDir, workRoot, log, agentTokens: testAgentTokens });
     try {
       // Claimed agents keep AGENT_STANDBY=1 in their environment: count the others.
       const claimed: number[] = [];
@@ -108,7 +109,7 @@ describe('the local runtime with a standby agent', () => {
   }, 60_000);
 
   it('keeps none with standbyAgents: 0, and each launch starts its own agent', async () => {
-    const runtime = createLocalRuntime({ stateDir, workRoot, log, standbyAgents: 0 });
+    const runtime = createLocalRuntime({ stateDir, workRoot, log, standbyAgents: 0, agentTokens: testAgentTokens });
     try {
       expect((await runtime.launch(spec('sb-none'), { signal: new AbortController().signal })).phase).toBe('Ready');
       const record = JSON.parse(await readFile(path.join(stateDir, 'sb-none.json'), 'utf8')) as { logFile: string };
@@ -127,7 +128,7 @@ describe('a standby agent', () => {
     const child = await spawnAgent({ agentEntry, port, standbyToken: token, logFile: path.join(scratch, 'standby-bad.log'), logLevel: 'info' });
     try {
       const url = `http://127.0.0.1:${port}`;
-      await until('standby', async () => ((await fetchHealth(url, 500))?.status === 'standby' ? true : undefined));
+      await until('standby', async () => ((await fetchHealth({ url, token }, 500))?.status === 'standby' ? true : undefined));
       const body = JSON.stringify({ spec: { browserId: 'claimed-by-a-stranger' }, workDir: path.join(scratch, 'stranger') });
       for (const authorization of [undefined, 'Bearer wrong', `Bearer ${token}x`, token]) {
         const refused = await fetch(`${url}/start`, { method: 'POST', body, headers: authorization ? { authorization } : {} });
@@ -136,7 +137,19 @@ describe('a standby agent', () => {
       const bad = await fetch(`${url}/start`, { method: 'POST', body: JSON.stringify({ spec: { browserId: '../x' } }), headers: { authorization: `Bearer ${token}` } });
       expect(bad.status).toBe(400);
       expect(((await bad.json()) as { message: string }).message).toContain('browserId');
-      expect((await fetchHealth(url, 500))?.status).toBe('standby');
+      // A claim must hand over the browser's agent token, which the claimed agent then requires.
+      const spec = { browserId: 'claimed-without-token' };
+      const tokenless = await fetch(`${url}/start`, { method: 'POST', body: JSON.stringify({ spec, workDir: path.join(scratch, 'tokenless') }), headers: { authorization: `Bearer ${token}` } });
+      expect(tokenless.status).toBe(400);
+      expect(((await tokenless.json()) as { message: string }).message).toContain('token');
+      // A web page cannot even ask: Origin (or Sec-Fetch-Site) is refused before anything else.
+      const fromBrowsers: Record<string, string>[] = [{ origin: 'http://127.0.0.1:1' }, { 'sec-fetch-site': 'cross-site' }];
+      for (const headers of fromBrowsers) {
+        const fromPage = await fetch(`${url}/start`, { method: 'POST', body, headers: { ...headers, authorization: `Bearer ${token}` } });
+        expect(fromPage.status).toBe(403);
+        expect(((await fetch(`${url}/health`, { headers })).status)).toBe(403);
+      }
+      expect((await fetchHealth({ url, token }, 500))?.status).toBe('standby');
     } finally {
       child.kill('SIGTERM');
       await new Promise((resolve) => child.once('exit', resolve));

@@ -10,6 +10,7 @@ import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime
 import type { BrowserRecord } from '../../operator/src/runtime/browser-records.js';
 import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
 import type { UidRange } from '../../operator/src/runtime/uid-pool.js';
+import { testAgentTokens } from '../support/agent-access.js';
 
 /**
  * The local runtime's session uids (operator/src/runtime/uid-pool.ts) with real agents
@@ -28,7 +29,7 @@ let workRoot: string;
 const runtimes: LocalRuntime[] = [];
 
 const newRuntime = (standbyAgents = 0) => {
-  const runtime = createLocalRuntime({ stateDir, workRoot, log, standbyAgents, sessionUids: RANGE });
+  const runtime = createLocalRuntime({ stateDir, workRoot, log, agentTokens: testAgentTokens, standbyAgents, sessionUids: RANGE });
   runtimes.push(runtime);
   return runtime;
 };

@@ -8,6 +8,7 @@ import { createLogger } from '../../api/src/logger.js';
 import { isProcessAlive, processGroupMembers } from '../../agent/src/process-group.js';
 import type { BrowserLaunchSpec, ObservedBrowser } from '../../operator/src/ports/browser-runtime.js';
 import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+import { agentAuth, testAgentTokens } from '../support/agent-access.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 
 /** The local BrowserRuntime with real agents and real Chromium. */
@@ -30,7 +31,7 @@ let workRoot: string;
 let runtime: LocalRuntime;
 let pages: TestPageServer;
 
-const newRuntime = () => createLocalRuntime({ stateDir, workRoot, log });
+const newRuntime = () => createLocalRuntime({ stateDir, workRoot, log, agentTokens: testAgentTokens });
 const never = () => new AbortController().signal;
 
 function spec(browserId: string, labels: Record<string, string> = {}): BrowserLaunchSpec {
@@ -105,9 +106,9 @@ describe('a launched browser', () => {
   it('is Ready with an agent URL that Playwright can drive over CDP', async () => {
     expect(launched).toMatchObject({ browserId: 'rt-shared', phase: 'Ready', labels: { pool: 'p1' } });
     expect(launched.startedAt).toBeInstanceOf(Date);
-    const browser = await chromium.connectOverCDP(`${launched.agentUrl!.replace('http', 'ws')}/cdp`);
+    const browser = await chromium.connectOverCDP(`${launched.agentUrl!.replace('http', 'ws')}/cdp`, { headers: agentAuth('rt-shared') });
     try {
-      const health: any = await (await fetch(`${launched.agentUrl}/health`)).json();
+      const health: any = await (await fetch(`${launched.agentUrl}/health`, { headers: agentAuth('rt-shared') })).json();
       expect(health).toMatchObject({ status: 'ready', connections: 1, idle_since: null });
       const page = await browser.contexts()[0]!.newPage();
       await page.goto(`${pages.url}/title`);
@@ -200,7 +201,7 @@ describe('launch and terminate', () => {
   });
 
   it('reports a browser whose Chromium cannot start as Failed, with the agent\'s reason', async () => {
-    const broken = createLocalRuntime({ stateDir, workRoot, log, chromePath: '/bin/false' });
+    const broken = createLocalRuntime({ stateDir, workRoot, log, chromePath: '/bin/false', agentTokens: testAgentTokens });
     const observed = await broken.launch(spec('rt-broken'), { signal: never() });
     expect(observed.phase).toBe('Failed');
     expect(observed.reason).toContain('agent exited with code 1');

@@ -29,7 +29,8 @@ const agentOf = async (sessionId: string) => {
   const { rows } = await app.database.db.query<{ agent_url: string }>('SELECT agent_url FROM browser_sessions WHERE id = $1', [sessionId]);
   return rows[0]!.agent_url;
 };
-const healthOf = async (sessionId: string) => (await (await fetch(`${await agentOf(sessionId)}/health`)).json()) as { browser: { pid: number } };
+const healthOf = async (sessionId: string) =>
+  (await (await fetch(`${await agentOf(sessionId)}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json()) as { browser: { pid: number } };
 const uidOf = (pid: number) => Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
 
 /** What a fresh page of B shows at `url`, or undefined when the navigation fails. */

@@ -13,6 +13,7 @@ import { cleanupServices, startService, type RunningService } from '../e2e/suppo
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
+import { testAgentTokens, testEncryptionKey } from '../support/agent-access.js';
 
 // The whole path of the API in Kubernetes mode: the built service (its own embedded
 // Postgres) with BROWSERPLANE_RUNTIME=kubernetes writes BrowserSessions; the operator's
@@ -35,7 +36,7 @@ beforeAll(async () => {
   namespace = await freshNamespace('apimode');
   node = await startNodeAgent({ config: kubeConfig(), nodeName: `node-${namespace}`, namespaces: [namespace], addresses: { first: 140, last: 159 }, log: { info: () => {}, warn: () => {} } });
   const log = pino({ level: 'silent' });
-  runtime = createKubernetesRuntime({ config: kubeConfig(), namespace, pod: { image: `${BROWSER_IMAGE_REPOSITORY}:test` }, log, launchTimeoutMs: 90_000 });
+  runtime = createKubernetesRuntime({ config: kubeConfig(), namespace, pod: { image: `${BROWSER_IMAGE_REPOSITORY}:test` }, log, agentTokens: testAgentTokens, launchTimeoutMs: 90_000 });
   reconciler = createBrowserSessionReconciler({ config: kubeConfig(), namespace, runtime, log, terminateGraceMs: 5_000 });
   reconciling = reconciler.run(stopOperator.signal);
   pages = await startTestPageServer({ '/hello': '<!doctype html><title>hello through the API</title>' });
@@ -43,7 +44,7 @@ beforeAll(async () => {
   const kubeconfigFile = path.join(kubeconfigDir, 'config');
   await writeFile(kubeconfigFile, kubeConfig().exportConfig(), { mode: 0o600 });
   service = await startService({
-    env: { BROWSERPLANE_RUNTIME: 'kubernetes', KUBECONFIG: kubeconfigFile, BROWSERPLANE_NAMESPACE: namespace, BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000' },
+    env: { BROWSERPLANE_RUNTIME: 'kubernetes', BROWSERPLANE_ENCRYPTION_KEY: testEncryptionKey.toString('base64'), KUBECONFIG: kubeconfigFile, BROWSERPLANE_NAMESPACE: namespace, BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000' },
   });
 }, 180_000);
 afterAll(async () => {

@@ -11,6 +11,7 @@ import { renderChart, valuesFile, writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent, type NodeAgentOptions } from './support/node-agent.js';
 import { assertOperatorBuilt, OPERATOR_LEASE_TIMINGS_UNSET, startOperatorProcess } from './support/operator-process.js';
+import { testAgentTokens } from '../support/agent-access.js';
 
 // Where browser pods run: the browser pod settings (BROWSERPLANE_BROWSER_POD) placed on
 // real pods, judged by the real API server's admission and by the node agent's scheduler
@@ -58,7 +59,7 @@ async function node(namespace: string, name: string, options: Pick<NodeAgentOpti
 }
 
 function runtime(namespace: string, pod: Omit<BrowserPodOptions, 'namespace' | 'labels' | 'image'>, launchTimeoutMs = 90_000): KubernetesRuntime {
-  const created = createKubernetesRuntime({ config: kubeConfig(), namespace, pod: { image: `${BROWSER_IMAGE_REPOSITORY}:test`, ...pod }, log: pino({ level: 'silent' }), launchTimeoutMs });
+  const created = createKubernetesRuntime({ config: kubeConfig(), namespace, pod: { image: `${BROWSER_IMAGE_REPOSITORY}:test`, ...pod }, log: pino({ level: 'silent' }), agentTokens: testAgentTokens, launchTimeoutMs });
   runtimes.push(created);
   return created;
 }

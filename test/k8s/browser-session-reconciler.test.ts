@@ -22,6 +22,7 @@ import {
 } from './support/browser-sessions.js';
 import { freshNamespace, installCrds, kubeConfig } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
+import { agentAuth, testAgentTokens } from '../support/agent-access.js';
 
 // The BrowserSession reconciler in-process against the real API server; its pods run by
 // the suite's node agent (real agent, real Chromium). Sessions are written as the API
@@ -50,6 +51,7 @@ beforeAll(async () => {
     namespace,
     pod: { image: `${BROWSER_IMAGE_REPOSITORY}:test` },
     log,
+    agentTokens: testAgentTokens,
     launchTimeoutMs: 90_000,
     ownerReferencesOf: (browserId) => reconciler.ownerReferencesOf(browserId),
   });
@@ -103,9 +105,9 @@ describe('BrowserSession reconciler', () => {
     expect(resource.metadata.finalizers).toContain(FINALIZERS.browserSession);
     expect(resource.metadata.managedFields?.some((f) => f.manager === 'browserplane-operator' && f.subresource === 'status')).toBe(true);
 
-    const version = (await fetch(`${status.agentUrl!}/json/version`).then((r) => r.json())) as { webSocketDebuggerUrl: string };
+    const version = (await fetch(`${status.agentUrl!}/json/version`, { headers: agentAuth(id) }).then((r) => r.json())) as { webSocketDebuggerUrl: string };
     expect(version.webSocketDebuggerUrl).toContain(CDP_PATH);
-    const browser = await chromium.connectOverCDP(`${status.agentUrl!.replace(/^http/, 'ws')}${CDP_PATH}`);
+    const browser = await chromium.connectOverCDP(`${status.agentUrl!.replace(/^http/, 'ws')}${CDP_PATH}`, { headers: agentAuth(id) });
     const page = await browser.contexts()[0]!.newPage();
     await page.goto(`${pages.url}/hello`);
     expect(await page.title()).toBe('hello from a session pod');
@@ -151,7 +153,7 @@ describe('BrowserSession reconciler', () => {
     const ready = await waitUntil(() => session(created.metadata.name), (r) => r?.status?.phase === 'Running', 'Running after the Secret');
     expect(ready!.status!.agentUrl).toMatch(/^http:\/\/127\.0\.0\./);
     expect(readyCondition(ready!.status)).toMatchObject({ status: 'True', reason: REASONS.podReady });
-    expect((await fetch(`${ready!.status!.agentUrl!}/health`).then((r) => r.json())) as { browser_id: string }).toMatchObject({ browser_id: id });
+    expect((await fetch(`${ready!.status!.agentUrl!}/health`, { headers: agentAuth(id) }).then((r) => r.json())) as { browser_id: string }).toMatchObject({ browser_id: id });
     await deletedWithoutTrace(id, created.metadata.name);
   });
 

@@ -6,6 +6,7 @@ import { createCustomResourceRuntime, type CustomResourceRuntime } from '../../o
 import { LAUNCH_SPEC_KEY, launchSecretNameOf, SESSION_PHASES, SESSION_REASONS as READY_REASONS } from '../../operator/src/k8s/resources.js';
 import { launchSpec } from './support/browser-sessions.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
+import { testAgentTokens } from '../support/agent-access.js';
 
 // The API's BrowserRuntime in Kubernetes mode against the real API server. No operator
 // runs here: the test plays its part of the contract, writing status through the /status
@@ -20,7 +21,7 @@ const secrets = () => `/api/v1/namespaces/${namespace}/secrets`;
 beforeAll(async () => {
   await installCrds();
   namespace = await freshNamespace('crruntime');
-  runtime = createCustomResourceRuntime({ config: kubeConfig(), namespace, log: pino({ level: 'silent' }), launchTimeoutMs: 30_000, terminateMarginMs: 5_000 });
+  runtime = createCustomResourceRuntime({ config: kubeConfig(), namespace, log: pino({ level: 'silent' }), agentTokens: testAgentTokens, launchTimeoutMs: 30_000, terminateMarginMs: 5_000 });
 });
 afterAll(async () => {
   await runtime?.close();
@@ -206,7 +207,7 @@ describe('the custom resource runtime (the API in Kubernetes mode)', () => {
   it('leaves browsers running when it closes, and a new runtime lists them (re-adoption after an API restart)', async () => {
     const wanted = spec();
     const name = resourceNameOf(wanted.browserId);
-    const own = createCustomResourceRuntime({ config: kubeConfig(), namespace, log: pino({ level: 'silent' }) });
+    const own = createCustomResourceRuntime({ config: kubeConfig(), namespace, log: pino({ level: 'silent' }), agentTokens: testAgentTokens });
     const launched = own.launch(wanted, { signal: signal() });
     await waitForResource(name);
     await running(name, wanted.browserId, 'http://127.0.0.12:9222');
@@ -214,7 +215,7 @@ describe('the custom resource runtime (the API in Kubernetes mode)', () => {
     await own.close();
     expect((await rawRequest('GET', `${sessions()}/${name}`)).status).toBe(200);
 
-    const next = createCustomResourceRuntime({ config: kubeConfig(), namespace, log: pino({ level: 'silent' }) });
+    const next = createCustomResourceRuntime({ config: kubeConfig(), namespace, log: pino({ level: 'silent' }), agentTokens: testAgentTokens });
     try {
       expect((await next.list()).find((b) => b.browserId === wanted.browserId)).toMatchObject({ phase: 'Ready', agentUrl: 'http://127.0.0.12:9222' });
       await next.terminate(wanted.browserId, { graceMs: 0 });

@@ -10,6 +10,7 @@ import { startTestPageServer, type TestPageServer } from '../support/test-page-s
 import { launchSpec } from './support/browser-sessions.js';
 import { freshNamespace, kubeConfig } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
+import { agentAuth, testAgentTokens } from '../support/agent-access.js';
 
 // The Kubernetes runtime against the real API server, its pods run by the suite's node
 // agent (real agent, real Chromium; no container isolation: see node-agent.ts).
@@ -28,6 +29,7 @@ beforeAll(async () => {
     namespace,
     pod: { image: `${BROWSER_IMAGE_REPOSITORY}:test` },
     log: pino({ level: 'silent' }),
+    agentTokens: testAgentTokens,
     launchTimeoutMs: 60_000,
   });
   pages = await startTestPageServer({ '/hello': '<!doctype html><title>hello from a pod</title>' });
@@ -52,7 +54,7 @@ describe('KubernetesRuntime with a node agent', () => {
     expect(launched.agentUrl).toMatch(/^http:\/\/127\.0\.0\.(6\d|7\d):9222$/);
     expect(launched.labels['browserplane.dev/pool']).toBe('pool_x');
 
-    const browser = await chromium.connectOverCDP(launched.agentUrl!);
+    const browser = await chromium.connectOverCDP(launched.agentUrl!, { headers: agentAuth(wanted.browserId) });
     const page = await browser.contexts()[0]!.newPage();
     await page.goto(`${pages.url}/hello`);
     expect(await page.title()).toBe('hello from a pod');
@@ -84,11 +86,45 @@ describe('KubernetesRuntime with a node agent', () => {
     await runtime.terminate(wanted.browserId, { graceMs: 5_000 });
   });
 
+  it('has a pod agent that serves only its token: a page in the pod reaching the agent gets nothing, a probe only the phase', async () => {
+    const wanted = spec();
+    const launched = await runtime.launch(wanted, { signal: signal() });
+    const url = launched.agentUrl!;
+    for (const headers of [{}, agentAuth('another-browser')]) {
+      const refused = await fetch(`${url}/fs/read_file?path=/x`, { headers });
+      expect(refused.status).toBe(401);
+      expect(await refused.json()).toMatchObject({ code: 'unauthorized' });
+    }
+    expect(await (await fetch(`${url}/health`)).json()).toEqual({ status: 'ready' });
+    const secret = await core.readNamespacedSecret({ name: browserPodName(wanted.browserId), namespace });
+    expect(Buffer.from(secret.data!['agent-token']!, 'base64').toString()).toBe(testAgentTokens(wanted.browserId));
+
+    const browser = await chromium.connectOverCDP(url, { headers: agentAuth(wanted.browserId) });
+    try {
+      const page = await browser.contexts()[0]!.newPage();
+      await page.goto(`${pages.url}/hello`);
+      const fromPage = await page.evaluate(
+        (agent) =>
+          new Promise<string>((resolve) => {
+            const ws = new (globalThis as unknown as { WebSocket: new (url: string) => { onopen: () => void; onerror: () => void; close(): void } }).WebSocket(`${agent.replace(/^http/, 'ws')}/cdp`);
+            ws.onopen = () => (ws.close(), resolve('opened'));
+            ws.onerror = () => resolve('refused');
+          }),
+        url,
+      );
+      console.log(`a page in the pod opening its agent's /cdp: ${fromPage}`);
+      expect(fromPage).toBe('refused');
+    } finally {
+      await browser.close();
+    }
+    await runtime.terminate(wanted.browserId, { graceMs: 5_000 });
+  });
+
   it('applies settings to and resets a running browser through its agent, and refuses both for one that is not running', async () => {
     const wanted = spec();
     const launched = await runtime.launch(wanted, { signal: signal() });
     await runtime.applySettings(wanted.browserId, { viewport: { width: 800, height: 600 } });
-    const browser = await chromium.connectOverCDP(launched.agentUrl!);
+    const browser = await chromium.connectOverCDP(launched.agentUrl!, { headers: agentAuth(wanted.browserId) });
     const page = browser.contexts()[0]!.pages()[0] ?? (await browser.contexts()[0]!.newPage());
     const screen = await page.evaluate(() => {
       const { width, height } = (globalThis as unknown as { screen: { width: number; height: number } }).screen;
@@ -120,7 +156,7 @@ describe('KubernetesRuntime with a node agent', () => {
 
     const relaunched = await runtime.launch(wanted, { signal: signal() });
     expect(relaunched.phase).toBe('Ready');
-    expect((await fetch(`${relaunched.agentUrl!}/health`).then((r) => r.json())) as { browser_id: string }).toMatchObject({ browser_id: wanted.browserId });
+    expect((await fetch(`${relaunched.agentUrl!}/health`, { headers: agentAuth(wanted.browserId) }).then((r) => r.json())) as { browser_id: string }).toMatchObject({ browser_id: wanted.browserId });
     expect(launched.browserId).toBe(relaunched.browserId);
     await runtime.terminate(wanted.browserId, { graceMs: 5_000 });
   });
@@ -132,6 +168,7 @@ describe('KubernetesRuntime with a node agent', () => {
       // No node agent runs this image: the pod is bound but never starts.
       pod: { image: 'registry.invalid/not-a-browser:1' },
       log: pino({ level: 'silent' }),
+      agentTokens: testAgentTokens,
       launchTimeoutMs: 3_000,
     });
     try {

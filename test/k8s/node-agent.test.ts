@@ -8,6 +8,7 @@ import { startTestPageServer, type TestPageServer } from '../support/test-page-s
 import { launchSpec } from './support/browser-sessions.js';
 import { freshNamespace, kubeConfig } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
+import { agentAuth, testAgentTokens } from '../support/agent-access.js';
 
 // Real Chromium through the built agent (make build), run by the node agent for pods
 // created from browser-pod.ts against the real API server.
@@ -31,7 +32,7 @@ afterAll(async () => {
 
 async function createBrowserPod(browserId: string, inNamespace = namespace): Promise<string> {
   const options = { namespace: inNamespace, image: IMAGE };
-  await core.createNamespacedSecret({ namespace: inNamespace, body: browserSecret(launchSpec(browserId), options) });
+  await core.createNamespacedSecret({ namespace: inNamespace, body: browserSecret(launchSpec(browserId), options, testAgentTokens(browserId)) });
   const pod = await core.createNamespacedPod({ namespace: inNamespace, body: browserPod(launchSpec(browserId), options) });
   return pod.metadata!.name!;
 }
@@ -142,7 +143,7 @@ describe('the test node agent', () => {
     expect(agentStatus?.state?.running?.startedAt).toBeInstanceOf(Date);
 
     const podUrl = `http://${ready.status!.podIP!}:${AGENT_PORT}`;
-    const browser = await chromium.connectOverCDP(podUrl, { timeout: 20_000 });
+    const browser = await chromium.connectOverCDP(podUrl, { timeout: 20_000, headers: agentAuth('nodeagentone') });
     const page = await browser.contexts()[0]!.newPage();
     await page.goto(`${pages.url}/hello`);
     expect(await page.title()).toBe('hello from the pod');
@@ -209,7 +210,7 @@ describe('the test node agent', () => {
     const waiting = await waitForPod(second, 'waiting on its Secret', (pod) => pod?.status?.containerStatuses?.[0]?.state?.waiting?.reason === 'CreateContainerConfigError');
     expect(waiting?.status?.phase).toBe('Pending');
     expect(waiting?.status?.containerStatuses?.[0]?.state?.waiting?.message).toContain(`secret "${second}" not found`);
-    await core.createNamespacedSecret({ namespace, body: browserSecret(spec, options) });
+    await core.createNamespacedSecret({ namespace, body: browserSecret(spec, options, testAgentTokens(spec.browserId)) });
 
     const [a, b] = await Promise.all([waitForPod(first, 'Ready', isReady), waitForPod(second, 'Ready', isReady)]);
     expect(a?.status?.podIP).not.toBe(b?.status?.podIP);
@@ -218,7 +219,7 @@ describe('the test node agent', () => {
       [a, 'nodeagenta'],
       [b, 'nodeagentb'],
     ] as const) {
-      const health = (await (await fetch(`http://${pod!.status!.podIP!}:${AGENT_PORT}/health`)).json()) as { browser_id: string; status: string };
+      const health = (await (await fetch(`http://${pod!.status!.podIP!}:${AGENT_PORT}/health`, { headers: agentAuth(browserId) })).json()) as { browser_id: string; status: string };
       expect(health).toMatchObject({ browser_id: browserId, status: 'ready' });
     }
 

@@ -15,6 +15,7 @@ import { startTestApp } from '../support/test-app.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, defaultImages, startNodeAgent, type NodeAgent } from './support/node-agent.js';
 import { startOperatorProcess } from './support/operator-process.js';
+import { testAgentTokens } from '../support/agent-access.js';
 
 // Events and /metrics of the operator against the real API server: in-process
 // BrowserSession reconcilers with an event recorder (one namespace each: a browser that
@@ -57,6 +58,7 @@ function inProcess(namespace: string, image: string, recorderToken?: string): In
     namespace,
     pod: { image: `${image}:test` },
     log,
+    agentTokens: testAgentTokens,
     launchTimeoutMs: 90_000,
     ownerReferencesOf: (browserId) => reconciler.ownerReferencesOf(browserId),
   });

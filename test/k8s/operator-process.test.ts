@@ -9,6 +9,7 @@ import { writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig } from './support/kube.js';
 import { startNodeAgent, type NodeAgent } from './support/node-agent.js';
 import { assertOperatorBuilt, startOperatorProcess, type OperatorProcess } from './support/operator-process.js';
+import { agentAuth } from '../support/agent-access.js';
 
 // Two built operator processes (dist/operator/src/main.js) per scenario against the real
 // API server, campaigning for one Lease with short timings (lease 4 s, renew deadline 3 s,
@@ -45,8 +46,8 @@ const synced = (operator: OperatorProcess) => operator.waitFor((line) => line.ms
 const podsOf = async (namespace: string, id: string): Promise<V1Pod[]> =>
   (await core.listNamespacedPod({ namespace, labelSelector: 'browserplane.dev/browser-id' })).items.filter((p) => p.metadata?.annotations?.['browserplane.dev/browser-id'] === id);
 
-async function driveOverCdp(agentUrl: string): Promise<void> {
-  const browser = await chromium.connectOverCDP(`${agentUrl.replace(/^http/, 'ws')}${CDP_PATH}`);
+async function driveOverCdp(agentUrl: string, browserId: string): Promise<void> {
+  const browser = await chromium.connectOverCDP(`${agentUrl.replace(/^http/, 'ws')}${CDP_PATH}`, { headers: agentAuth(browserId) });
   const page = await browser.contexts()[0]!.newPage();
   await page.setContent('<title>driven after failover</title>');
   expect(await page.title()).toBe('driven after failover');
@@ -87,7 +88,7 @@ describe('the operator process', () => {
     expect(pods).toHaveLength(1);
     expect(pods[0]!.metadata!.uid).toBe(pod!.metadata!.uid);
     expect(done!.status!.agentUrl).toMatch(/^http:\/\/127\.0\.0\.(1[23]\d):9222$/);
-    await driveOverCdp(done!.status!.agentUrl!);
+    await driveOverCdp(done!.status!.agentUrl!, id);
     expect(await b.health('/readyz')).toEqual({ status: 200, body: { status: 'ready', role: 'leader' } });
 
     await deleteSession(namespace, created.metadata.name);

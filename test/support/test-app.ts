@@ -22,6 +22,7 @@ import { authFlows } from '../../api/src/modules/auth-connections/engine/flows.j
 import { LAUNCH_TIMEOUT_MS } from '../../api/src/modules/browsers/service.js';
 import { parseAllowedNetworks } from '../../agent/src/egress.js';
 import { createLocalRuntime, type LocalRuntime, type LocalRuntimeOptions } from '../../operator/src/runtime/local-runtime.js';
+import { agentTokensFrom } from '../../operator/src/runtime/agent-client.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
 import { insertProject } from '../../api/src/modules/projects/store.js';
 import { freshDatabase, type TestDatabase } from './database.js';
@@ -82,9 +83,13 @@ export async function startTestApp(
   const log = options.log ?? createLogger(process.env.TEST_LOG_LEVEL ?? 'silent');
   const shutdown = new AbortController();
   // The real local runtime: it spawns agents only when a test creates a browser.
+  // One key, as in the service: it seals secrets and derives the agents' tokens.
+  const encryptionKey = randomBytes(32);
+  const agentTokens = agentTokensFrom(encryptionKey);
   const runtime = createLocalRuntime({
     stateDir: path.join(profileDir, 'browsers'),
     log,
+    agentTokens,
     ...(options.egress ? { egress: options.egress } : {}),
     ...(options.agentFsEnv ? { agentFsEnv: options.agentFsEnv } : {}),
   });
@@ -99,7 +104,7 @@ export async function startTestApp(
       ...options.settings,
     },
     projectResources: allProjectResources(),
-    sealer: createSealer(randomBytes(32)),
+    sealer: createSealer(encryptionKey),
     events: createPgEventHub(database.url, database.db, log),
     proxy: {
       upstreams: [],
@@ -110,6 +115,7 @@ export async function startTestApp(
     profileStore: createFileProfileStore(profileDir),
     shutdown: shutdown.signal,
     runtime,
+    agentTokens,
   };
   const { app } = buildApp(deps);
   const server = await new Promise<Server>((resolve) => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { browserPod, type BrowserPodOptions } from '../../operator/src/k8s/browser-pod.js';
+import { BROWSER_SECRET_KEYS, browserPod, browserPodName, browserSecret, type BrowserPodOptions } from '../../operator/src/k8s/browser-pod.js';
+import { agentTokensFrom } from '../../operator/src/runtime/agent-client.js';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 
 const spec: BrowserLaunchSpec = {
@@ -33,5 +34,29 @@ describe('browserPod placement', () => {
     // Copies: a later change to the settings object does not reach pods already built.
     tolerations[0]!.key = 'changed';
     expect(pod.spec?.tolerations?.[0]?.key).toBe('browserplane.dev/browsers');
+  });
+});
+
+describe('the browser pod’s agent token', () => {
+  const token = agentTokensFrom(Buffer.alloc(32, 7))(spec.browserId);
+
+  it('travels in the pod’s Secret and reaches the agent as AGENT_TOKEN from it, never in the pod spec', () => {
+    const secret = browserSecret(spec, base, token);
+    expect(secret.metadata?.name).toBe(browserPodName(spec.browserId));
+    expect(secret.stringData?.[BROWSER_SECRET_KEYS.agentToken]).toBe(token);
+    const pod = browserPod(spec, base);
+    const env = pod.spec!.containers[0]!.env!;
+    expect(env.find((variable) => variable.name === 'AGENT_TOKEN')).toEqual({
+      name: 'AGENT_TOKEN',
+      valueFrom: { secretKeyRef: { name: secret.metadata!.name, key: BROWSER_SECRET_KEYS.agentToken } },
+    });
+    expect(JSON.stringify(pod)).not.toContain(token);
+  });
+
+  it('leaves the probes without headers: /health answers them with the phase alone', () => {
+    const container = browserPod(spec, base).spec!.containers[0]!;
+    for (const probe of [container.readinessProbe, container.livenessProbe]) {
+      expect(probe?.httpGet).toEqual({ path: '/health', port: 'agent' });
+    }
   });
 });

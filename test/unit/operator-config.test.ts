@@ -6,9 +6,12 @@ import { OperatorConfigError, parseOperatorConfig } from '../../operator/src/con
 
 const pod = (extra: Record<string, unknown> = {}) => JSON.stringify({ image: 'registry.example.com/browser:1', ...extra });
 
-function problemsOf(env: Record<string, string>): string[] {
+/** The chart passes the API's encryption key to the operator too (agent tokens derive from it). */
+const KEY = { BROWSERPLANE_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString('base64') };
+
+function problemsOf(env: Record<string, string>, key: Record<string, string> = KEY): string[] {
   try {
-    parseOperatorConfig(env);
+    parseOperatorConfig({ ...key, ...env });
   } catch (error) {
     if (error instanceof OperatorConfigError) return error.problems;
     throw error;
@@ -18,7 +21,7 @@ function problemsOf(env: Record<string, string>): string[] {
 
 describe('operator configuration', () => {
   it('parses the chart’s settings and fills the defaults', () => {
-    const config = parseOperatorConfig({ POD_NAME: 'op-1', POD_NAMESPACE: 'bp', BROWSERPLANE_BROWSER_POD: pod({ tolerations: [{ key: 'browsers', operator: 'Exists', effect: 'NoSchedule' }] }) });
+    const config = parseOperatorConfig({ ...KEY, POD_NAME: 'op-1', POD_NAMESPACE: 'bp', BROWSERPLANE_BROWSER_POD: pod({ tolerations: [{ key: 'browsers', operator: 'Exists', effect: 'NoSchedule' }] }) });
     expect(config).toMatchObject({
       POD_NAME: 'op-1',
       POD_NAMESPACE: 'bp',
@@ -37,6 +40,13 @@ describe('operator configuration', () => {
     expect(problemsOf({ BROWSERPLANE_BROWSER_POD: '{}' })[0]).toMatch(/^BROWSERPLANE_BROWSER_POD: image: /);
     expect(problemsOf({ BROWSERPLANE_BROWSER_POD: pod({ tolerations: [{ key: 'browsers', efect: 'NoSchedule' }] }) })[0]).toMatch(/tolerations\.0: .*efect/);
     expect(problemsOf({ BROWSERPLANE_BROWSER_POD: pod({ tolerations: [{ operator: 'Maybe' }] }) })[0]).toMatch(/tolerations\.0\.operator/);
+  });
+
+  it('needs the API’s encryption key, 32 bytes, and echoes no part of a bad one', () => {
+    expect(problemsOf({ BROWSERPLANE_BROWSER_POD: pod() }, {})[0]).toMatch(/^BROWSERPLANE_ENCRYPTION_KEY: required/);
+    const problems = problemsOf({ BROWSERPLANE_BROWSER_POD: pod() }, { BROWSERPLANE_ENCRYPTION_KEY: 'c2hvcnQtc2VjcmV0' });
+    expect(problems).toEqual(['BROWSERPLANE_ENCRYPTION_KEY: must be 32 bytes in base64 or hex']);
+    expect(parseOperatorConfig({ ...KEY, BROWSERPLANE_BROWSER_POD: pod() }).BROWSERPLANE_ENCRYPTION_KEY).toEqual(Buffer.alloc(32, 9));
   });
 
   it('refuses leader election timings where a leader could act after its lease expired', () => {

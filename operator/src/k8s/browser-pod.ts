@@ -2,7 +2,9 @@
  * The browser pod: one agent container that launches Chromium, as the Kubernetes runtime
  * creates it and as a kubelet (or the test suite's node agent) runs it. The launch spec
  * travels in a Secret, not in the pod: it can hold decrypted proxy credentials, and pod
- * specs are readable by far more people than secrets.
+ * specs are readable by far more people than secrets. So does the agent token
+ * (operator/src/runtime/agent-client.ts) that every request to the agent must present:
+ * a page in the pod that reaches the agent's port gets 401.
  */
 import type { V1Pod, V1PodSpec, V1Secret, V1Toleration } from '@kubernetes/client-node';
 import type { BrowserLaunchSpec } from '../ports/browser-runtime.js';
@@ -58,7 +60,10 @@ function placement(options: BrowserPodOptions): Partial<V1PodSpec> {
   };
 }
 
-export function browserSecret(spec: BrowserLaunchSpec, options: BrowserPodOptions): V1Secret {
+/** Keys of the browser's Secret. */
+export const BROWSER_SECRET_KEYS = { spec: 'spec', agentToken: 'agent-token' } as const;
+
+export function browserSecret(spec: BrowserLaunchSpec, options: BrowserPodOptions, agentToken: string): V1Secret {
   return {
     apiVersion: 'v1',
     kind: 'Secret',
@@ -68,7 +73,7 @@ export function browserSecret(spec: BrowserLaunchSpec, options: BrowserPodOption
       labels: { ...COMPONENT_LABELS, [BROWSER_ID_LABEL]: labelValue(spec.browserId) },
     },
     type: 'Opaque',
-    stringData: { spec: JSON.stringify(spec) },
+    stringData: { [BROWSER_SECRET_KEYS.spec]: JSON.stringify(spec), [BROWSER_SECRET_KEYS.agentToken]: agentToken },
   };
 }
 
@@ -106,7 +111,8 @@ export function browserPod(spec: BrowserLaunchSpec, options: BrowserPodOptions):
           imagePullPolicy: options.imagePullPolicy ?? 'IfNotPresent',
           ports: [{ name: 'agent', containerPort: AGENT_PORT, protocol: 'TCP' }],
           env: [
-            { name: 'AGENT_SPEC', valueFrom: { secretKeyRef: { name, key: 'spec' } } },
+            { name: 'AGENT_SPEC', valueFrom: { secretKeyRef: { name, key: BROWSER_SECRET_KEYS.spec } } },
+            { name: 'AGENT_TOKEN', valueFrom: { secretKeyRef: { name, key: BROWSER_SECRET_KEYS.agentToken } } },
             { name: 'AGENT_HOST', value: '0.0.0.0' },
             { name: 'AGENT_PORT', value: String(AGENT_PORT) },
             // A folder inside the volume, not its mount point: the agent removes its work
@@ -115,6 +121,7 @@ export function browserPod(spec: BrowserLaunchSpec, options: BrowserPodOptions):
           ],
           // The agent's last log lines become the pod's termination message when it fails.
           terminationMessagePolicy: 'FallbackToLogsOnError',
+          // Probes carry no token: /health answers them with {status} alone (agent/src/server.ts).
           readinessProbe: { httpGet: { path: '/health', port: 'agent' }, periodSeconds: 2, failureThreshold: 3 },
           livenessProbe: { httpGet: { path: '/health', port: 'agent' }, initialDelaySeconds: 30, periodSeconds: 10, failureThreshold: 6 },
           resources: options.resources ?? { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '2Gi' } },

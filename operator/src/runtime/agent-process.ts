@@ -4,6 +4,7 @@ import net from 'node:net';
 import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserResetReport, type BrowserRuntime, type LiveBrowserSettings, type ObservedBrowser } from '../ports/browser-runtime.js';
 import { parsePort } from '../../../agent/src/port-file.js';
 import { egressEnv } from '../../../agent/src/egress.js';
+import { agentFetch, agentHeaders, type AgentEndpoint, type AgentTokens } from './agent-client.js';
 
 /**
  * Starting, probing and reading the agent as a child process. The agent's stdout goes to
@@ -51,6 +52,8 @@ export const AGENT_NODE_FLAGS = ['--single-threaded', '--optimize-for-size'];
 export async function spawnAgent(options: {
   agentEntry: string;
   spec?: BrowserLaunchSpec;
+  /** With a spec: the browser's agent token (AGENT_TOKEN), which every request must present. */
+  agentToken?: string;
   /** For a standby agent (no spec): the secret its claim must carry. */
   standbyToken?: string;
   port: number;
@@ -74,7 +77,7 @@ export async function spawnAgent(options: {
       PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin',
       LANG: process.env.LANG ?? 'C.UTF-8',
       ...(options.spec
-        ? { AGENT_SPEC: JSON.stringify(options.spec) }
+        ? { AGENT_SPEC: JSON.stringify(options.spec), AGENT_TOKEN: options.agentToken ?? '' }
         : { AGENT_STANDBY: '1', AGENT_PARENT_PID: String(process.pid), AGENT_STANDBY_TOKEN: options.standbyToken ?? '' }),
       AGENT_HOST: '127.0.0.1',
       AGENT_PORT: String(options.port),
@@ -114,22 +117,26 @@ export async function readReportedPort(file: string): Promise<number | undefined
   }
 }
 
-export async function fetchHealth(agentUrl: string, timeoutMs: number): Promise<AgentHealth | undefined> {
+export async function fetchHealth(agent: AgentEndpoint, timeoutMs: number): Promise<AgentHealth | undefined> {
   try {
-    const response = await fetch(`${agentUrl}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    const response = await agentFetch(agent, '/health', { signal: AbortSignal.timeout(timeoutMs) });
     return (await response.json()) as AgentHealth;
   } catch {
     return undefined;
   }
 }
 
-/** Claims a standby agent for `spec`; false when it did not take it (then it should be killed). */
-export async function claimStandbyAgent(agentUrl: string, token: string, spec: BrowserLaunchSpec, workDir: string, chromiumUid?: number): Promise<boolean> {
+/**
+ * Claims a standby agent (`standby`: its URL and standby token) for `spec`, handing it the
+ * browser's agent token and the uid its Chromium runs as; false when it did not take it
+ * (then it should be killed).
+ */
+export async function claimStandbyAgent(standby: AgentEndpoint, agentToken: string, spec: BrowserLaunchSpec, workDir: string, chromiumUid?: number): Promise<boolean> {
   try {
-    const response = await fetch(`${agentUrl}/start`, {
+    const response = await fetch(`${standby.url}/start`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
-      body: JSON.stringify({ spec, workDir, ...(chromiumUid !== undefined ? { chromiumUid } : {}) }),
+      headers: agentHeaders(standby, { 'content-type': 'application/json' }),
+      body: JSON.stringify({ spec, workDir, token: agentToken, ...(chromiumUid !== undefined ? { chromiumUid } : {}) }),
       signal: AbortSignal.timeout(2000),
     });
     await response.body?.cancel();
@@ -140,9 +147,9 @@ export async function claimStandbyAgent(agentUrl: string, token: string, spec: B
 }
 
 /** POST /settings: the agent applies them to the running browser or says why not. */
-export async function postAgentSettings(agentUrl: string, settings: LiveBrowserSettings): Promise<{ ok: true } | { ok: false; message: string }> {
+export async function postAgentSettings(agent: AgentEndpoint, settings: LiveBrowserSettings): Promise<{ ok: true } | { ok: false; message: string }> {
   try {
-    const response = await fetch(`${agentUrl}/settings`, {
+    const response = await agentFetch(agent, '/settings', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(settings),
@@ -164,12 +171,12 @@ export const RESET_TIMEOUT_MS = 10_000;
  * did, or says why it could not (agent/src/reset.ts).
  */
 export async function postAgentReset(
-  agentUrl: string,
+  agent: AgentEndpoint,
   options: { startUrl?: string; signal?: AbortSignal },
 ): Promise<{ ok: true; report: BrowserResetReport } | { ok: false; message: string }> {
   const signals = [AbortSignal.timeout(RESET_TIMEOUT_MS), ...(options.signal ? [options.signal] : [])];
   try {
-    const response = await fetch(`${agentUrl}/reset`, {
+    const response = await agentFetch(agent, '/reset', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(options.startUrl !== undefined ? { start_url: options.startUrl } : {}),
@@ -193,9 +200,9 @@ export async function postAgentReset(
 }
 
 /** Asks the agent to close Chromium cleanly; false when it did not answer. */
-export async function requestAgentShutdown(agentUrl: string, graceMs: number, options = { saveProfile: true }): Promise<boolean> {
+export async function requestAgentShutdown(agent: AgentEndpoint, graceMs: number, options = { saveProfile: true }): Promise<boolean> {
   try {
-    const response = await fetch(`${agentUrl}/shutdown`, {
+    const response = await agentFetch(agent, '/shutdown', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ grace_ms: graceMs, save_profile: options.saveProfile }),
@@ -274,11 +281,11 @@ export async function agentGroupsStartedFor(workDir: string, agentEntry: string)
  * The port's applySettings and reset for runtimes that place agents elsewhere (pods): the
  * agent is the same everywhere, so both ask it directly at the URL its browser is observed at.
  */
-export function agentControls(observe: (browserId: string) => Promise<ObservedBrowser | undefined>): Pick<BrowserRuntime, 'applySettings' | 'reset'> {
-  const readyAgent = async (browserId: string, error: new (message: string) => Error): Promise<string> => {
+export function agentControls(observe: (browserId: string) => Promise<ObservedBrowser | undefined>, tokens: AgentTokens): Pick<BrowserRuntime, 'applySettings' | 'reset'> {
+  const readyAgent = async (browserId: string, error: new (message: string) => Error): Promise<AgentEndpoint> => {
     const current = await observe(browserId);
     if (current?.phase !== 'Ready' || !current.agentUrl) throw new error(`browser ${browserId} is not running`);
-    return current.agentUrl;
+    return { url: current.agentUrl, token: tokens(browserId) };
   };
   return {
     async applySettings(browserId, settings) {

@@ -19,6 +19,7 @@ import { FIELD_MANAGERS, GROUP, LABELS, launchSecretNameOf, PLURALS, resourceNam
 import { VERSION } from '../k8s/crds.js';
 import { type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
 import { agentControls, requestAgentShutdown } from './agent-process.js';
+import type { AgentTokens } from './agent-client.js';
 import { browserSessionResource, launchSecret, launchSettled, observeSession, sessionIdOf, type BrowserSessionResource } from './custom-resource-status.js';
 import { keepInformerRunning } from '../k8s/informer-restart.js';
 
@@ -26,6 +27,12 @@ export interface CustomResourceRuntimeOptions {
   config: KubeConfig;
   namespace: string;
   log: Logger;
+  /**
+   * The agent token of each browser (agent-client.ts), for the calls this runtime makes to
+   * agents (settings, reset, a discarding shutdown). The operator derives the same tokens
+   * from the same key and puts them in the pods' Secrets (k8s/browser-pod.ts).
+   */
+  agentTokens: AgentTokens;
   /** How long a launch waits for Running when its caller sets no deadline. Default 120 s. */
   launchTimeoutMs?: number;
   /** Beyond a terminate's grace, how long it waits for the operator to release the resource. Default 20 s. */
@@ -200,7 +207,7 @@ export function createCustomResourceRuntime(options: CustomResourceRuntimeOption
   const controls = agentControls(async (browserId) => {
     const resource = await resourceOf(browserId);
     return resource && observeSession(resource);
-  });
+  }, options.agentTokens);
 
   return {
     launch(spec, { signal }) {
@@ -235,7 +242,7 @@ export function createCustomResourceRuntime(options: CustomResourceRuntimeOption
       const current = resource && observeSession(resource);
       // The operator's shutdown saves the profile; only the agent can be told not to, so a
       // discard goes to it first (the operator's own request then finds Chromium closing).
-      if (discardProfile && current?.phase === 'Ready') await requestAgentShutdown(current.agentUrl!, Math.floor(graceMs * 0.8), { saveProfile: false });
+      if (discardProfile && current?.phase === 'Ready') await requestAgentShutdown({ url: current.agentUrl!, token: options.agentTokens(browserId) }, Math.floor(graceMs * 0.8), { saveProfile: false });
       const gone = await remove(browserId, graceMs + terminateMarginMs);
       if (!gone) log.warn({ browser_id: browserId }, 'BrowserSession still terminating; the operator will finish it');
       else log.info({ browser_id: browserId }, 'browser terminated');

@@ -15,6 +15,7 @@ import { statusOf } from '../k8s/lease-store.js';
 import { AGENT_PORT, BROWSER_ID_LABEL, browserPod, browserPodName, browserSecret, COMPONENT_LABELS, type BrowserPodOptions } from '../k8s/browser-pod.js';
 import { type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
 import { agentControls, fetchHealth, requestAgentShutdown } from './agent-process.js';
+import type { AgentTokens } from './agent-client.js';
 import { keepInformerRunning } from '../k8s/informer-restart.js';
 
 export interface KubernetesRuntimeOptions {
@@ -22,6 +23,8 @@ export interface KubernetesRuntimeOptions {
   namespace: string;
   pod: Omit<BrowserPodOptions, 'namespace' | 'labels'>;
   log: Logger;
+  /** The agent token of each browser (agent-client.ts): in its pod's Secret, presented on every call. */
+  agentTokens: AgentTokens;
   /** How long a pod may take from creation to Ready (image pull included). Default 120 s. */
   launchTimeoutMs?: number;
   /**
@@ -163,7 +166,7 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
     const podOptions = { ...options.pod, namespace, labels: spec.labels };
     const owners = options.ownerReferencesOf?.(spec.browserId);
     const owned = <T extends V1Pod | V1Secret>(object: T): T => (owners?.length ? { ...object, metadata: { ...object.metadata, ownerReferences: owners } } : object);
-    const secret = owned(browserSecret(spec, podOptions));
+    const secret = owned(browserSecret(spec, podOptions, options.agentTokens(spec.browserId)));
     try {
       await core.createNamespacedSecret({ namespace, body: secret });
     } catch (error) {
@@ -208,7 +211,7 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
     const observed = observePod(pod);
     if (observed.phase !== 'Ready') return observed;
     // The probe said ready; the agent confirms it serves this browser.
-    const health = await fetchHealth(observed.agentUrl!, 2000);
+    const health = await fetchHealth({ url: observed.agentUrl!, token: options.agentTokens(spec.browserId) }, 2000);
     if (health?.status !== 'ready' || health.browser_id !== spec.browserId) {
       return { ...observed, phase: 'Failed', reason: `agent at ${observed.agentUrl} does not serve browser ${spec.browserId}` };
     }
@@ -219,7 +222,7 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
   const controls = agentControls(async (browserId) => {
     const pod = await podOf(browserId);
     return pod && observePod(pod);
-  });
+  }, options.agentTokens);
 
   const runtime: KubernetesRuntime = {
     launch(spec, { signal }) {
@@ -253,7 +256,7 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
       const current = observePod(pod);
       // The agent closes Chromium (saving the profile unless told not to) before the pod
       // goes; the kubelet's SIGTERM would do the same, but without the discard choice.
-      if (current.phase === 'Ready') await requestAgentShutdown(current.agentUrl!, Math.floor(graceMs * 0.8), { saveProfile: discardProfile !== true });
+      if (current.phase === 'Ready') await requestAgentShutdown({ url: current.agentUrl!, token: options.agentTokens(browserId) }, Math.floor(graceMs * 0.8), { saveProfile: discardProfile !== true });
       await removePod(browserId, Math.max(1, Math.ceil(graceMs / 1000)));
       const gone = await waitForPod(browserPodName(browserId), (p) => p === undefined, graceMs + 10_000);
       if (gone === 'timeout') log.warn({ browser_id: browserId }, 'browser pod still terminating; its node will finish it');

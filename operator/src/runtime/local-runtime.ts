@@ -25,6 +25,7 @@ import {
 } from './agent-process.js';
 import { assertSafeBrowserId, BrowserRecords, type BrowserRecord } from './browser-records.js';
 import { DEFAULT_SESSION_UIDS, UidPool, type UidRange } from './uid-pool.js';
+import type { AgentEndpoint, AgentTokens } from './agent-client.js';
 
 /**
  * The BrowserRuntime for embedded mode: one agent child process per browser, each in its
@@ -37,6 +38,8 @@ export interface LocalRuntimeOptions {
   /** Records (<id>.json) and agent logs (<id>.log); may be private to the service. */
   stateDir: string;
   log: Logger;
+  /** The agent token of each browser (agent-client.ts): handed to its agent, presented on every call. */
+  agentTokens: AgentTokens;
   /** Default: the built agent, dist/agent/src/main.js. */
   agentEntry?: string;
   chromePath?: string;
@@ -112,6 +115,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
   const workRoot = options.workRoot ?? path.join(os.tmpdir(), 'browserplane-browsers');
   const launchTimeoutMs = options.launchTimeoutMs ?? 30_000;
   const tracked = new Map<string, Tracked>();
+  const agentOf = (record: BrowserRecord): AgentEndpoint => ({ url: record.agentUrl, token: options.agentTokens(record.browserId) });
   const standbyWanted = Math.max(0, options.standbyAgents ?? 1);
   /** Agents started in standby, not yet claimed. */
   const standbys: Standby[] = [];
@@ -155,7 +159,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     const record = await records.read(browserId);
     if (!record) return undefined;
     const entry: Tracked = { record };
-    const health = (await isProcessOf(record.agentPid, record.agentEntry)) ? await fetchHealth(record.agentUrl, 2000) : undefined;
+    const health = (await isProcessOf(record.agentPid, record.agentEntry)) ? await fetchHealth(agentOf(record), 2000) : undefined;
     if (health?.browser_id === browserId && health.status === 'ready') {
       log.info({ browser_id: browserId, agent_pid: record.agentPid }, 're-adopted a running browser');
     } else {
@@ -236,7 +240,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
           await rm(portFile, { force: true });
         }
       }
-      if (standby.agentUrl && (await fetchHealth(standby.agentUrl, 500))?.status === 'standby') return true;
+      if (standby.agentUrl && (await fetchHealth({ url: standby.agentUrl, token: standby.token }, 500))?.status === 'standby') return true;
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
     return false;
@@ -252,7 +256,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     if (!standby) return undefined;
     if (await standby.ready) {
       await records.write({ ...record, agentPid: standby.child.pid!, agentUrl: standby.agentUrl });
-      if (await claimStandbyAgent(standby.agentUrl, standby.token, spec, record.workDir, record.chromiumUid)) return standby;
+      if (await claimStandbyAgent({ url: standby.agentUrl, token: standby.token }, options.agentTokens(spec.browserId), spec, record.workDir, record.chromiumUid)) return standby;
     }
     log.warn({ agent_pid: standby.child.pid }, 'a standby agent could not be claimed; starting a new one');
     stopStandby(standby);
@@ -305,6 +309,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
       child = await spawnAgent({
         agentEntry,
         spec,
+        agentToken: options.agentTokens(browserId),
         port: 0,
         portFile,
         workDir,
@@ -352,7 +357,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
           delete entry.portFile;
         }
       }
-      const health = record.agentUrl ? await fetchHealth(record.agentUrl, 1000) : undefined;
+      const health = record.agentUrl ? await fetchHealth(agentOf(record), 1000) : undefined;
       if (health?.status === 'ready' && health.browser) {
         record.browserPid = health.browser.pid;
         await records.write(record);
@@ -374,7 +379,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
     const agentAlive = () => !entry.exit && isProcessAlive(record.agentPid);
     if (agentAlive() && (await isProcessOf(record.agentPid, record.agentEntry))) {
       // The agent gets most of the grace for Chromium and keeps a little to clean up.
-      const asked = await requestAgentShutdown(record.agentUrl, Math.floor(graceMs * 0.8), { saveProfile: how.discardProfile !== true });
+      const asked = await requestAgentShutdown(agentOf(record), Math.floor(graceMs * 0.8), { saveProfile: how.discardProfile !== true });
       if (!asked) signalProcessGroup(record.agentPid, 'SIGTERM');
       const deadline = Date.now() + graceMs;
       while (agentAlive() && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
@@ -445,7 +450,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
       const entry = await entryFor(browserId);
       const current = entry ? await phaseOf(entry) : undefined;
       if (!entry || current?.phase !== 'Ready') throw new BrowserSettingsError(`browser ${browserId} is not running`);
-      const answer = await postAgentSettings(entry.record.agentUrl, settings);
+      const answer = await postAgentSettings(agentOf(entry.record), settings);
       if (!answer.ok) throw new BrowserSettingsError(answer.message);
     },
 
@@ -454,7 +459,7 @@ export function createLocalRuntime(options: LocalRuntimeOptions): LocalRuntime {
       const current = entry ? await phaseOf(entry) : undefined;
       if (!entry || current?.phase !== 'Ready') throw new BrowserResetError(`browser ${browserId} is not running`);
       const started = Date.now();
-      const answer = await postAgentReset(entry.record.agentUrl, { ...(startUrl !== undefined ? { startUrl } : {}), ...(signal ? { signal } : {}) });
+      const answer = await postAgentReset(agentOf(entry.record), { ...(startUrl !== undefined ? { startUrl } : {}), ...(signal ? { signal } : {}) });
       if (!answer.ok) throw new BrowserResetError(answer.message);
       log.info({ browser_id: browserId, ms: Date.now() - started, ...answer.report }, 'browser reset');
       return answer.report;

@@ -5,6 +5,8 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { MAIN_JS, REPO_ROOT, type RunningService } from '../../e2e/support/service.js';
+import { decodeKey, ENCRYPTION_KEY_FILE } from '../../../api/src/crypto/sealer.js';
+import { agentTokensFrom, type AgentTokens } from '../../../operator/src/runtime/agent-client.js';
 
 /**
  * What a killed-and-restarted service left behind, read from the places that can leak:
@@ -39,6 +41,13 @@ export interface RecordOnDisk {
   agentPid: number;
   agentUrl: string;
   workDir: string;
+}
+
+/** The agent tokens of the service whose data dir this is (its key file: the fault tests set no BROWSERPLANE_ENCRYPTION_KEY). */
+async function agentTokensOf(dataDir: string): Promise<AgentTokens> {
+  const key = decodeKey(await readFile(path.join(dataDir, ENCRYPTION_KEY_FILE), 'utf8'));
+  if (!key) throw new Error(`${dataDir} holds no encryption key`);
+  return agentTokensFrom(key);
 }
 
 /** The runtime's records (<data>/browsers/<id>.json). */
@@ -125,7 +134,7 @@ export async function orphanedBrowsers(input: AccountingInput): Promise<string[]
       problems.push(`live session ${id} has no runtime record (its browser is unaccounted for)`);
       continue;
     }
-    const health = await fetch(`${record.agentUrl}/health`, { signal: AbortSignal.timeout(3000) })
+    const health = await fetch(`${record.agentUrl}/health`, { signal: AbortSignal.timeout(3000), headers: { authorization: `Bearer ${(await agentTokensOf(input.dataDir))(id)}` } })
       .then((r) => r.json() as Promise<{ status?: string; browser_id?: string }>)
       .catch(() => undefined);
     if (health?.status !== 'ready' || health.browser_id !== id) problems.push(`live session ${id}: its agent (pid ${record.agentPid}) is not ready (${JSON.stringify(health)})`);

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { ROOT } from './helm.js';
 import { BROWSER_IMAGE_REPOSITORY } from './node-agent.js';
+import { testEncryptionKey } from '../../support/agent-access.js';
 
 // The built operator (dist/operator/src/main.js) as a child process, as the k8s tests run
 // it: its JSON log lines collected, waits that wake on each new line, and its health
@@ -66,6 +67,8 @@ const DEFAULT_ENV: Record<string, string> = {
   BROWSERPLANE_BROWSER_TERMINATE_GRACE_MS: '5000',
   BROWSERPLANE_OPERATOR_RESYNC_SECONDS: '5',
   LOG_LEVEL: 'info',
+  // The API's key, from which the agent tokens derive: tests compute them with the same one.
+  BROWSERPLANE_ENCRYPTION_KEY: testEncryptionKey.toString('base64'),
 };
 
 /** env entries that leave the lease timings to the operator's own defaults (15/10/2 s), for a lone replica. */

@@ -4,6 +4,7 @@ import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { AppDeps } from '../../app-deps.js';
 import { createCdpTokens, tokenSubject, type TokenCheck } from './cdp-token.js';
 import { findLiveSessionById } from './store.js';
+import { agentEndpoint, agentHeaders, agentWsUrl, type AgentEndpoint } from '../../../../operator/src/runtime/agent-client.js';
 
 /**
  * The browser's WebSockets through the service: `/browsers/{id}/cdp?token=…` (CDP),
@@ -99,7 +100,7 @@ export function attachCdpProxy(server: Server, deps: AppDeps, options: { connect
     if (!session) return refuse(socket, 404, 'not_found', `Browser session ${JSON.stringify(sessionId)} was not found`);
     if (!session.agent_url) return refuse(socket, 409, 'browser_not_ready', 'The browser is still starting');
 
-    const upstream = await connectAgent(`${session.agent_url.replace(/^http/, 'ws').replace(/\/+$/, '')}/${kind}`).catch((error: unknown) => {
+    const upstream = await connectAgent(agentEndpoint(deps.agentTokens, session.id, session.agent_url), `/${kind}`).catch((error: unknown) => {
       deps.log.warn({ err: error, sessionId, kind }, 'the agent refused the WebSocket connection');
       return error instanceof AgentRefusal ? error : undefined;
     });
@@ -146,9 +147,18 @@ class AgentRefusal extends Error {
   }
 }
 
-function connectAgent(url: string): Promise<WebSocket> {
+/**
+ * A new connection to the agent, made by the service: it carries the agent token and
+ * nothing of the client's handshake (no Origin, Cookie or Authorization of theirs).
+ */
+function connectAgent(agent: AgentEndpoint, path: string): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * 1024 * 1024, handshakeTimeout: AGENT_CONNECT_TIMEOUT_MS });
+    const ws = new WebSocket(agentWsUrl(agent, path), {
+      perMessageDeflate: false,
+      maxPayload: 256 * 1024 * 1024,
+      handshakeTimeout: AGENT_CONNECT_TIMEOUT_MS,
+      headers: agentHeaders(agent),
+    });
     ws.once('unexpected-response', (request, response) => {
       response.resume();
       request.destroy();

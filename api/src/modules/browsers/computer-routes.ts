@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
+import { agentEndpoint, agentFetch, type AgentEndpoint } from '../../../../operator/src/runtime/agent-client.js';
 import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { AppError } from '../../http/errors.js';
 import { defineRoute, json, noContent, type ResponseSpec, type RouteDef, type RouteResult } from '../../http/route.js';
@@ -85,7 +86,7 @@ export function computerRoutes(deps: AppDeps): RouteDef[] {
       handler: async ({ params, body, auth, res }): Promise<RouteResult> => {
         const session = await getSession(deps.db, scopeOf(auth), params.id_or_name);
         if (!session.agent_url) throw new AppError(409, 'browser_not_ready', 'The browser is still starting', { shouldRetry: false });
-        const answer = await callAgent(session.agent_url, operation.suffix, body);
+        const answer = await callAgent(agentEndpoint(deps.agentTokens, session.id, session.agent_url), operation.suffix, body);
         if (operation.answer === 'void') return noContent();
         if (operation.answer === 'json') return json(JSON.parse(answer.toString('utf8')));
         res.status(200).type('image/png').setHeader('content-length', String(answer.length));
@@ -99,10 +100,10 @@ export function computerRoutes(deps: AppDeps): RouteDef[] {
 const scopeOf = (auth: AuthContext) => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
 
 /** The agent's errors keep their status and code; an unreachable agent is a 502. */
-async function callAgent(agentUrl: string, suffix: string, body: unknown): Promise<Buffer> {
+async function callAgent(agent: AgentEndpoint, suffix: string, body: unknown): Promise<Buffer> {
   let response: Response;
   try {
-    response = await fetch(`${agentUrl.replace(/\/+$/, '')}/computer/${suffix}`, {
+    response = await agentFetch(agent, `/computer/${suffix}`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body ?? {}),

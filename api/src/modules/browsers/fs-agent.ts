@@ -3,6 +3,7 @@ import { pipeline } from 'node:stream/promises';
 import { request as agentRequest } from 'undici';
 import { AppError } from '../../http/errors.js';
 import type { RouteResult } from '../../http/route.js';
+import { agentHeaders, type AgentEndpoint } from '../../../../operator/src/runtime/agent-client.js';
 
 /**
  * Forwarding to the session's agent: request bodies and answers are streamed both ways
@@ -24,12 +25,12 @@ export interface AgentCall {
 }
 
 function agentUrl(base: string, call: AgentCall): string {
-  const url = new URL(`${base.replace(/\/+$/, '')}${call.path}`);
+  const url = new URL(`${base}${call.path}`);
   for (const [name, value] of Object.entries(call.query ?? {})) if (value !== undefined) url.searchParams.set(name, value);
   return url.href;
 }
 
-async function send(base: string, call: AgentCall) {
+async function send(agent: AgentEndpoint, call: AgentCall) {
   const headers: Record<string, string> = {};
   let body: string | Request | undefined;
   if (call.body && 'json' in call.body) {
@@ -41,9 +42,10 @@ async function send(base: string, call: AgentCall) {
     body = req;
   }
   try {
-    return await agentRequest(agentUrl(base, call), {
+    return await agentRequest(agentUrl(agent.url, call), {
       method: call.method,
-      headers,
+      // Only these: nothing of the client's request (its cookies, its Origin) reaches the agent.
+      headers: agentHeaders(agent, headers),
       body: body ?? null,
       ...(call.longLived ? { bodyTimeout: 0 } : {}),
     });
@@ -66,8 +68,8 @@ function failure(status: number, text: string): never {
 }
 
 /** A call whose answer is JSON (or nothing: 204). */
-export async function callAgentJson(base: string, call: AgentCall): Promise<RouteResult> {
-  const answer = await send(base, call);
+export async function callAgentJson(agent: AgentEndpoint, call: AgentCall): Promise<RouteResult> {
+  const answer = await send(agent, call);
   const text = await answer.body.text();
   if (answer.statusCode >= 400) return failure(answer.statusCode, text);
   if (answer.statusCode === 204 || text === '') return { kind: 'empty', status: 204 };
@@ -75,8 +77,8 @@ export async function callAgentJson(base: string, call: AgentCall): Promise<Rout
 }
 
 /** A call whose answer (file bytes, zip, SSE) is streamed to the client as it comes. */
-export async function streamAgent(base: string, call: AgentCall, res: Response): Promise<RouteResult> {
-  const answer = await send(base, call);
+export async function streamAgent(agent: AgentEndpoint, call: AgentCall, res: Response): Promise<RouteResult> {
+  const answer = await send(agent, call);
   if (answer.statusCode >= 400) return failure(answer.statusCode, await answer.body.text());
   const headers: Record<string, string> = {};
   for (const name of ['content-type', 'content-length', 'cache-control']) {

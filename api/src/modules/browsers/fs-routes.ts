@@ -19,6 +19,7 @@ import {
 } from './fs-schema.js';
 import { browserIdParams } from './schema.js';
 import { getSession } from './service.js';
+import { agentEndpoint, type AgentEndpoint } from '../../../../operator/src/runtime/agent-client.js';
 
 /**
  * /browsers/{id}/fs/* (CONTRACT.md §2.2): validated here, then forwarded to the
@@ -31,10 +32,10 @@ const base = '/browsers/{id_or_name}/fs';
 const done = { 204: { description: 'Done' } };
 
 export function fsRoutes(deps: AppDeps): RouteDef[] {
-  const agentOf = async (auth: AuthContext, idOrName: string): Promise<string> => {
+  const agentOf = async (auth: AuthContext, idOrName: string): Promise<AgentEndpoint> => {
     const session = await getSession(deps.db, { orgId: auth.orgId, projectId: requireProject(auth).id }, idOrName);
     if (!session.agent_url) throw new AppError(409, 'browser_not_ready', 'The browser is still starting', { shouldRetry: false });
-    return session.agent_url;
+    return agentEndpoint(deps.agentTokens, session.id, session.agent_url);
   };
   return [
     defineRoute({
@@ -109,7 +110,7 @@ export function fsRoutes(deps: AppDeps): RouteDef[] {
   ];
 }
 
-type AgentOf = (auth: AuthContext, idOrName: string) => Promise<string>;
+type AgentOf = (auth: AuthContext, idOrName: string) => Promise<AgentEndpoint>;
 
 const BODY_OPS = [
   { op: 'create_directory', body: createDirectoryBody, summary: 'Create a directory and any missing parents (mode default 755)', errors: [400, 403, 404, 409, 413, 507] },

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
+import { agentEndpoint, agentFetch, type AgentEndpoint, type AgentTokens } from '../../../../operator/src/runtime/agent-client.js';
 import { AppError, conflict, notFound } from '../../http/errors.js';
 import { defineRoute, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
@@ -99,9 +100,9 @@ const HEALTH_TIMEOUT_MS = 2_000;
  * live view clients itself (whichever way they reached it), so its /health is asked.
  * An agent that does not answer is not a live view: the change itself then fails.
  */
-export async function refuseResizeWhileWatched(session: Pick<SessionRow, 'headless' | 'agent_url'>): Promise<void> {
+export async function refuseResizeWhileWatched(session: Pick<SessionRow, 'id' | 'headless' | 'agent_url'>, tokens: AgentTokens): Promise<void> {
   if (session.headless || !session.agent_url) return;
-  const viewers = await liveViewers(session.agent_url);
+  const viewers = await liveViewers(agentEndpoint(tokens, session.id, session.agent_url));
   if (viewers > 0) {
     throw conflict(
       'live_view_active',
@@ -110,9 +111,9 @@ export async function refuseResizeWhileWatched(session: Pick<SessionRow, 'headle
   }
 }
 
-async function liveViewers(agentUrl: string): Promise<number> {
+async function liveViewers(agent: AgentEndpoint): Promise<number> {
   try {
-    const res = await fetch(`${agentUrl.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+    const res = await agentFetch(agent, '/health', { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
     const body = (await res.json()) as { connections_by_kind?: { live_view?: unknown } };
     const count = body.connections_by_kind?.live_view;
     return typeof count === 'number' ? count : 0;

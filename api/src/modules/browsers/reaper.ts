@@ -1,4 +1,5 @@
 import type { AppDeps } from '../../app-deps.js';
+import { agentEndpoint, agentFetch, type AgentEndpoint } from '../../../../operator/src/runtime/agent-client.js';
 import type { CdpConnections } from './cdp-proxy.js';
 import { DELETE_REASONS, endSession, TERMINATE_GRACE_MS } from './service.js';
 import { endedSessionIds, listLiveSessions, listSessionsOfFinishedInvocations, type SessionRow } from './store.js';
@@ -16,12 +17,12 @@ export interface AgentActivity {
   idleSince: Date | null;
 }
 
-export type AgentHealth = (agentUrl: string) => Promise<AgentActivity | undefined>;
+export type AgentHealth = (agent: AgentEndpoint) => Promise<AgentActivity | undefined>;
 
 /** GET <agent>/health; undefined when the agent does not answer. */
-export const fetchAgentHealth: AgentHealth = async (agentUrl) => {
+export const fetchAgentHealth: AgentHealth = async (agent) => {
   try {
-    const res = await fetch(`${agentUrl.replace(/\/+$/, '')}/health`, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
+    const res = await agentFetch(agent, '/health', { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
     const body = (await res.json()) as { connections?: unknown; idle_since?: unknown };
     const idle = typeof body.idle_since === 'string' ? new Date(body.idle_since) : null;
     return {
@@ -109,7 +110,7 @@ export class IdleReaper {
     const now = this.deps.clock.now();
     if (row.phase === 'starting') return this.endIfAbandoned(row, now);
     if (row.phase !== 'running' || !row.agent_url || !row.started_at) return;
-    const agent = await this.health(row.agent_url);
+    const agent = await this.health(agentEndpoint(this.deps.agentTokens, row.id, row.agent_url));
     if (!agent) {
       const observed = await this.deps.runtime.observe(row.id);
       if (observed?.phase === 'Failed') {

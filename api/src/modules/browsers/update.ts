@@ -40,7 +40,7 @@ export async function updateSessionSettings(deps: AppDeps, scope: Scope, idOrNam
       }
       if (input.telemetry !== undefined) change.telemetry = applyTelemetry(row.telemetry, input.telemetry);
       if (input.viewport !== undefined) {
-        if (input.viewport.force !== true) await refuseResizeWhileWatched(row);
+        if (input.viewport.force !== true) await refuseResizeWhileWatched(row, deps.agentTokens);
         change.viewport = {
           width: input.viewport.width,
           height: input.viewport.height,

@@ -1,5 +1,6 @@
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { AppDeps } from '../../../app-deps.js';
+import { agentEndpoint, agentHeaders, agentWsUrl, type AgentTokens } from '../../../../../operator/src/runtime/agent-client.js';
 import type { AuthContext } from '../../../http/auth-context.js';
 import { AppError } from '../../../http/errors.js';
 import { newId } from '../../../ids.js';
@@ -295,7 +296,7 @@ export class AuthFlows {
       sessionId = session.id;
       let browser: Browser | undefined;
       try {
-        browser = await connect(session);
+        browser = await connect(session, deps.agentTokens);
         const page = await firstPage(browser);
         const target = row.post_login_url ?? row.login_url ?? `https://${row.domain}/`;
         await page.goto(target, { waitUntil: 'domcontentloaded', timeout: NAVIGATION_TIMEOUT_MS });
@@ -326,10 +327,11 @@ export class AuthFlows {
   }
 }
 
-async function connect(session: SessionRow): Promise<Browser> {
+/** Straight to the agent's /cdp, with its token. */
+async function connect(session: SessionRow, tokens: AgentTokens): Promise<Browser> {
   if (!session.agent_url) throw new Error('the browser has no agent address');
-  const ws = `${session.agent_url.replace(/^http/, 'ws').replace(/\/+$/, '')}/cdp`;
-  return chromium.connectOverCDP(ws, { timeout: NAVIGATION_TIMEOUT_MS });
+  const agent = agentEndpoint(tokens, session.id, session.agent_url);
+  return chromium.connectOverCDP(agentWsUrl(agent, '/cdp'), { timeout: NAVIGATION_TIMEOUT_MS, headers: agentHeaders(agent) });
 }
 
 async function firstPage(browser: Browser): Promise<Page> {
@@ -396,7 +398,7 @@ class FlowDriver {
     const row = await findConnectionById(this.deps.db, this.connectionId);
     if (!row) return { status: 'CANCELED', code: 'flow_canceled', message: 'The auth connection was deleted' };
     const secrets = await this.secrets(row);
-    this.browser = await connect(this.session);
+    this.browser = await connect(this.session, this.deps.agentTokens);
     const page = await firstPage(this.browser);
     await this.guardNavigations(page, row);
 
