@@ -55,8 +55,13 @@ export function isRefusedAddress(rules: EgressRules, address: string): boolean {
   if (!ipaddr.isValid(text)) return true;
   const parsed = ipaddr.process(text);
   if (rules.allowed.some(([network, bits]) => network.kind() === parsed.kind() && parsed.match(network, bits))) return false;
+  // IPv4-compatible IPv6 (::a.b.c.d, deprecated by RFC 4291): ipaddr.js calls ::7f00:1
+  // unicast, and Chromium writes [::127.0.0.1] that way.
+  if (parsed.kind() === 'ipv6' && parsed.match(IPV4_COMPATIBLE, 96)) return true;
   return parsed.range() !== 'unicast';
 }
+
+const IPV4_COMPATIBLE = ipaddr.parse('::');
 
 /** The agent's side of the setting: AGENT_BLOCK_PRIVATE_NETWORKS=1 and AGENT_ALLOWED_NETWORKS. */
 export function parseEgressEnv(env: NodeJS.ProcessEnv): EgressRules {

@@ -9,7 +9,7 @@ describe('which addresses a browser may reach with private networks blocked', ()
     const refused = [
       '127.0.0.1', '127.255.255.254', '::1', '[::1]', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', 'fc00::1', 'fd12:3456::1',
       '169.254.169.254', 'fe80::1', '100.64.0.1', '100.127.255.255', '0.0.0.0', '0.1.2.3', '::', '::ffff:127.0.0.1', '::ffff:7f00:1',
-      '[::ffff:169.254.169.254]', '::ffff:10.0.0.1', '224.0.0.1', '255.255.255.255', '64:ff9b::7f00:1', 'not-an-address',
+      '[::ffff:169.254.169.254]', '::ffff:10.0.0.1', '224.0.0.1', '255.255.255.255', '64:ff9b::7f00:1', '::7f00:1', '[::7f00:1]', '::a00:1', 'not-an-address',
     ];
     expect(refused.filter((address) => !isRefusedAddress(blocking, address))).toEqual([]);
   });
