@@ -1,6 +1,5 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import ipaddr from 'ipaddr.js';
 import { ProxyAgent, request } from 'undici';
 import { badRequest } from '../../http/errors.js';
 import { isRefusedAddress, type EgressRules } from '../../../../agent/src/egress.js';
@@ -89,8 +88,7 @@ export function egressIp(body: string): string | null {
 
 /** Public unicast only: loopback, private, link-local, CGNAT, multicast, reserved and embedded-v4 forms are refused. */
 export function isPublicAddress(address: string): boolean {
-  if (!ipaddr.isValid(address)) return false;
-  return ipaddr.process(address).range() === 'unicast';
+  return !isRefusedAddress({ blockPrivate: true, allowed: [] }, address);
 }
 
 /**
