@@ -329,6 +329,7 @@ export class BrowserAgent {
       extraFlags: this.extraFlags,
       // As root, always: the session's own pid and mount namespaces (isolation.ts).
       ...(process.getuid?.() === 0 ? { wrap: isolationWrap({ user, workDir: this.dirs!.root, binds: this.policy?.binds ?? [] }) } : {}),
+      cdpPolicy: { blockPrivateNetworks: this.config.egress.blockPrivate, filesRoot: this.dirs!.home },
       startTimeoutMs: this.config.startTimeoutMs,
       signal: this.startAborted.signal,
       log: this.log,

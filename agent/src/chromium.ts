@@ -4,6 +4,7 @@ import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import { CdpMux } from './cdp/mux.js';
+import type { CdpPolicy } from './cdp/policy.js';
 import { CdpPipe } from './cdp/pipe.js';
 import type { SystemUser } from './system-user.js';
 import type { XDisplay } from './display.js';
@@ -98,6 +99,8 @@ interface LaunchOptions {
    * child, which leads its own process group.
    */
   wrap?: (executable: string, args: string[]) => { command: string; args: string[] };
+  /** What CDP clients may ask of the browser (cdp/policy.ts). */
+  cdpPolicy?: CdpPolicy;
   startTimeoutMs: number;
   /** A shutdown during start-up: stop waiting and kill what was started. */
   signal: AbortSignal;
@@ -144,7 +147,7 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
     if (child.pid) await (options.wrap ? killWrapped(child.pid) : killProcessGroup(child.pid));
   };
   const pipe = new CdpPipe(child.stdio[3] as Writable, child.stdio[4] as Readable);
-  const cdp = new CdpMux(pipe, log);
+  const cdp = new CdpMux(pipe, log, options.cdpPolicy);
   const versionInfo = await answered(child, cdp, exited, options.startTimeoutMs, options.signal).catch(async (error: unknown) => {
     pipe.close();
     await kill();

@@ -214,6 +214,21 @@ describe('with BROWSERPLANE_BLOCK_PRIVATE_NETWORKS on (127.0.0.2 and the upstrea
     expect(log).toContain('"block_private_networks":true');
   }, 120_000);
 
+  it("refuses a CDP client's browser context with a proxy of its own, which would bypass the forwarder", async () => {
+    const { page } = await openPage(http);
+    const browser = page.context().browser()!;
+    hits.length = 0;
+    // Found by an independent attack run: direct:// in a context of its own reached loopback.
+    const cdp = await browser.newBrowserCDPSession();
+    await expect(cdp.send('Target.createBrowserContext', { proxyServer: 'direct://' })).rejects.toThrow(/proxyServer is refused/);
+    await expect(browser.newContext({ proxy: { server: `http://127.0.0.1:${port}` } })).rejects.toThrow(/proxyServer is refused/);
+    // A context without a proxy of its own is still fine, and still behind the forwarder.
+    const context = await browser.newContext();
+    expect(await load(await context.newPage(), `http://127.0.0.1:${port}/secret`)).toMatch(/^refused/);
+    await context.close();
+    expect(forbiddenHits()).toEqual([]);
+  }, 60_000);
+
   it('sends no WebRTC packet to loopback, and chrome_policy cannot turn WebRTC IP handling back (it overrides the flag)', async () => {
     const probe = await webrtcProbe((await openPage(http)).page);
     console.log('WebRTC probe with the block on:', probe);
@@ -266,6 +281,16 @@ describe('with BROWSERPLANE_BLOCK_PRIVATE_NETWORKS off (the default, for local u
     ({ http } = await newProject(app.tenant.http));
   });
   afterAll(() => app?.close());
+
+  it("lets a CDP client give a context a proxy of its own (the control for the refusal with the block on)", async () => {
+    const { page } = await openPage(http);
+    const cdp = await page.context().browser()!.newBrowserCDPSession();
+    const { browserContextId } = await cdp.send('Target.createBrowserContext', { proxyServer: 'direct://' });
+    hits.length = 0;
+    await cdp.send('Target.createTarget', { url: `http://127.0.0.1:${port}/secret`, browserContextId });
+    await expect.poll(() => forbiddenHits().length, { timeout: 15_000 }).toBeGreaterThan(0);
+    await cdp.send('Target.disposeBrowserContext', { browserContextId });
+  }, 60_000);
 
   it('loads loopback pages, redirects, fetch, WebSocket and images', async () => {
     const { page } = await openPage(http);

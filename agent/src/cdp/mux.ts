@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import { readChromiumMessage, rewriteForClient, type ChromiumMessage } from './frames.js';
 import type { CdpPipe } from './pipe.js';
+import { applyCdpPolicy, type CdpPolicy } from './policy.js';
 
 /**
  * Every consumer of CDP in the agent (each /cdp client, each BiDi mapper, the agent's own
@@ -63,6 +64,8 @@ export class CdpMux {
   constructor(
     private readonly pipe: CdpPipe,
     private readonly log: Logger,
+    /** What clients' commands may do (policy.ts); the agent's own commands are not checked. */
+    private readonly policy?: CdpPolicy,
   ) {
     pipe.setOnMessage((text) => {
       try {
@@ -121,9 +124,14 @@ export class CdpMux {
     if (typeof target !== 'string' || this.sessions.get(target)?.connection !== connection) {
       return connection.deliver(JSON.stringify({ id, error: ERRORS.session }));
     }
+    const verdict = this.policy ? applyCdpPolicy(this.policy, method, message.params) : { params: message.params };
+    if ('refuse' in verdict) {
+      this.log.info({ method }, 'CDP command refused by the browser policy');
+      return connection.deliver(JSON.stringify({ id, ...(sessionId === undefined ? {} : { sessionId }), error: { code: -32000, message: verdict.refuse } }));
+    }
     const attaches = method === 'Target.attachToTarget' || method === 'Target.attachToBrowserTarget';
     const wireId = this.allocate({ connection, clientId: id, attaches, sessionId: target });
-    this.pipe.send(JSON.stringify({ ...message, id: wireId, sessionId: target }));
+    this.pipe.send(JSON.stringify({ ...message, ...(verdict.params === undefined ? {} : { params: verdict.params }), id: wireId, sessionId: target }));
   }
 
   /** @internal Detaches a connection's browser session; its other sessions go with it. */
