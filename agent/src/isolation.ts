@@ -16,8 +16,9 @@ import type { SystemUser } from './system-user.js';
  *           chromium ...  (still pid 1 of the namespace; every step execs the next)
  *
  * The script mounts a tmpfs over the parent of the work dir (the runtime's directory of
- * all browsers) and binds only this browser's dir back, so other sessions' dirs are not
- * even visible; binds extra dirs (chrome_policy's managed policy dir); and gives the
+ * all browsers) and over the host's world-writable dirs (/tmp, /var/tmp, /run/lock), and
+ * binds only this browser's dir (and the X11 socket dir) back, so other sessions' dirs
+ * are not even visible and nothing written there outlives the browser; binds extra dirs (chrome_policy's managed policy dir); and gives the
  * browser a /dev/shm of its own. /proc is the namespace's: it lists the browser's own
  * processes only. Everything lives as long as the namespace, i.e. until Chromium's last
  * process exits, and nothing propagates back to the host.
@@ -37,6 +38,14 @@ export interface BindMount {
 }
 
 const X11_SOCKET_DIR = '/tmp/.X11-unix';
+/**
+ * The host's world-writable directories: each browser gets empty ones of its own, so
+ * nothing it leaves there outlives it (a later session may get the same uid) and nothing
+ * of the host's (another program's files, a log) is there to read. Chromium's own temp
+ * files go to TMPDIR in its work dir; these only take what a page or client puts there.
+ */
+const SHARED_TMP_DIRS = ['/tmp', '/var/tmp', '/run/lock'];
+const SHARED_TMP_SIZE = '64m';
 
 // The work dir (fd 9) and the X11 socket dir (fd 8) are opened before the tmpfs hides
 // them and bound back from /proc/self/fd: mount must not canonicalize that path, or it
@@ -46,8 +55,11 @@ hide=$1 work=$2
 shift 2
 exec 9<"$work"
 keepx=
-case "${X11_SOCKET_DIR}/" in "$hide"/*) if [ -d "${X11_SOCKET_DIR}" ]; then keepx=1; exec 8<"${X11_SOCKET_DIR}"; fi;; esac
+if [ -d "${X11_SOCKET_DIR}" ]; then keepx=1; exec 8<"${X11_SOCKET_DIR}"; fi
 mount -t tmpfs -o mode=0711,size=1m,nosuid,nodev,noexec browserplane-hidden "$hide"
+for dir in ${SHARED_TMP_DIRS.join(' ')}; do
+  if [ -d "$dir" ]; then mount -t tmpfs -o mode=1777,size=${SHARED_TMP_SIZE},nosuid,nodev browserplane-tmp "$dir"; fi
+done
 mkdir -p "$work"
 mount --no-canonicalize --bind /proc/self/fd/9 "$work"
 if [ -n "$keepx" ]; then mkdir -p "${X11_SOCKET_DIR}"; mount --no-canonicalize --bind /proc/self/fd/8 "${X11_SOCKET_DIR}"; exec 8<&-; fi
@@ -64,7 +76,8 @@ export function isolationWrap(options: { user: SystemUser | undefined; workDir: 
   if (hide === '/') throw new Error(`work dir ${workDir} is directly under /: its parent cannot be hidden from the browser`);
   const drop = user ? ['setpriv', `--reuid=${user.uid}`, `--regid=${user.gid}`, '--clear-groups', '--no-new-privs', '--'] : [];
   return (executable, args) => {
-    if (path.resolve(executable).startsWith(`${hide}/`)) throw new Error(`Chromium (${executable}) lies under ${hide}, which the browser's mount namespace hides; install it elsewhere`);
+    const hidden = [hide, ...SHARED_TMP_DIRS].find((dir) => path.resolve(executable).startsWith(`${dir}/`));
+    if (hidden) throw new Error(`Chromium (${executable}) lies under ${hidden}, which the browser's mount namespace hides; install it elsewhere`);
     return {
       command: 'unshare',
       args: [

@@ -5,11 +5,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import WebSocket from 'ws';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { processGroupMembers } from '../../agent/src/process-group.js';
 import { freePort } from '../../operator/src/runtime/agent-process.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
-import { agentAuth, testAgentTokens } from '../support/agent-access.js';
+import { agentAuth, fakeChromiumDir, testAgentTokens } from '../support/agent-access.js';
 
 /** The agent on its own, as a pod would run it: environment in, one port out. */
 
@@ -227,8 +227,10 @@ describe('agent lifecycle', () => {
   });
 
   it('answers 503 while Chromium starts, and a SIGTERM then stops it at once, cleanly', async () => {
-    // Not under scratch: the parent of the work dirs is hidden in the browser's mount namespace (agent/src/isolation.ts).
-    const slowChromium = `${scratch}-slow-chromium.sh`;
+    // Not under scratch nor /tmp: the browser's mount namespace hides both (agent/src/isolation.ts).
+    const fakeDir = await fakeChromiumDir();
+    onTestFinished(() => rm(fakeDir, { recursive: true, force: true }));
+    const slowChromium = path.join(fakeDir, 'slow-chromium.sh');
     await writeFile(slowChromium, '#!/bin/bash\nexec -a bp-slow-chromium sleep 60\n', { mode: 0o755 });
     const agent = await startAgent('agent-slow', {}, { env: { CHROME_PATH: slowChromium }, until: 'starting' });
     const response = await fetch(`${agent.url}/health`, { headers: agent.auth });

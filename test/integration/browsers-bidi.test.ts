@@ -1,6 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
+import { rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,7 +11,7 @@ import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { newProject } from './browsers.fixtures.js';
-import { agentAuth, testAgentTokens } from '../support/agent-access.js';
+import { agentAuth, fakeChromiumDir, testAgentTokens } from '../support/agent-access.js';
 
 /**
  * WebDriver BiDi end to end: a raw `ws` client speaks BiDi through the service's
@@ -326,8 +325,7 @@ describe('WebDriver BiDi through webdriver_ws_url', () => {
 
 describe('the agent on its own', () => {
   it('refuses /webdriver with 503 while Chromium is still starting', async () => {
-    const scratch = await mkdtemp(path.join(os.tmpdir(), 'bp-bidi-'));
-    await chmod(scratch, 0o711);
+    const scratch = await fakeChromiumDir();
     // A "Chromium" that never opens its DevTools endpoint keeps the agent in 'starting'.
     const slowChromium = path.join(scratch, 'slow-chromium.sh');
     await writeFile(slowChromium, '#!/bin/bash\nexec -a bp-bidi-slow-chromium sleep 60\n', { mode: 0o755 });

@@ -1,5 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { statSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { rm, writeFile as writeHostFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,7 +11,7 @@ import { systemClock } from '../../api/src/clock.js';
 import { processGroupMembers } from '../../agent/src/process-group.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { newProject } from './browsers.fixtures.js';
-import { newFsSession, writeFile, type FsSession } from './browser-fs.fixtures.js';
+import { newFsSession, readFile, writeFile, type FsSession } from './browser-fs.fixtures.js';
 
 /**
  * Issue 16 item 2, as an attacker in session B (project B) would try it against session
@@ -138,4 +142,42 @@ describe("a session's page cannot reach another session's files or processes", (
     expect(other.stdout).not.toContain('screen #0');
     expect((await projectA.http.delete(`/browsers/${headfulId}`)).status).toBe(204);
   }, 60_000);
+
+  it("B's page does not see the host's /tmp, and a download B points at /tmp lands in B's own files, not on the host", async () => {
+    // A file a host program (another service, a log with a key in it) left in the shared /tmp.
+    const marker = `bp-host-marker-${randomBytes(6).toString('hex')}`;
+    await writeHostFile(`/tmp/${marker}.txt`, 'host secret');
+    const escape = `bp-download-escape-${randomBytes(6).toString('hex')}`;
+    const server = createServer((_request, response) => {
+      response.writeHead(200, { 'content-type': 'application/octet-stream', 'content-disposition': 'attachment; filename="loot.txt"' });
+      response.end('downloaded by B');
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const cdp = await browserB.newBrowserCDPSession();
+    try {
+      const listing = await visit('file:///tmp/');
+      console.log(`  B's file:///tmp/: ${JSON.stringify((listing ?? 'refused').slice(0, 200))}`);
+      expect(listing ?? '').not.toContain(marker);
+      expect(await visit(`file:///tmp/${marker}.txt`)).toBeUndefined();
+
+      // The path a client gives is a path of the browser's files ("/" of the fs API).
+      await cdp.send('Browser.setDownloadBehavior', { behavior: 'allow', downloadPath: `/tmp/${escape}`, eventsEnabled: true });
+      const completed = new Promise<void>((resolve) => cdp.on('Browser.downloadProgress', (event) => event.state === 'completed' && resolve()));
+      const { port } = server.address() as AddressInfo;
+      const page = await browserB.contexts()[0]!.newPage();
+      await page.goto(`http://127.0.0.1:${port}/loot`).catch(() => undefined);
+      await completed;
+      await page.close();
+      expect(existsSync(`/tmp/${escape}`), 'the host /tmp got the download').toBe(false);
+      const read = await readFile(b, `/tmp/${escape}/loot.txt`);
+      expect(read.status).toBe(200);
+      expect(read.text).toBe('downloaded by B');
+    } finally {
+      await cdp.detach().catch(() => undefined);
+      server.close();
+      await rm(`/tmp/${marker}.txt`, { force: true });
+      await rm(`/tmp/${escape}`, { recursive: true, force: true });
+    }
+  });
 });
+

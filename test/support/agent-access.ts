@@ -1,3 +1,4 @@
+import { chmod, mkdtemp } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
 import { agentTokensFrom, type AgentTokens } from '../../operator/src/runtime/agent-client.js';
 
@@ -29,4 +30,15 @@ export class AgentDirectory {
     if (!browserId) throw new Error(`no browser launched at ${url}`);
     return agentAuth(browserId, this.tokens);
   }
+}
+
+/**
+ * A directory for stand-in Chromium scripts. The browser's mount namespace hides the work
+ * root and the host's /tmp, /var/tmp and /run/lock (agent/src/isolation.ts), so they live
+ * under /run, searchable by session uids. The caller removes it.
+ */
+export async function fakeChromiumDir(): Promise<string> {
+  const dir = await mkdtemp('/run/browserplane-test-');
+  await chmod(dir, 0o711);
+  return dir;
 }
