@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,7 +9,7 @@ import { isProcessAlive, processesOfUids, processGroupMembers, signalProcessGrou
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 import type { BrowserRecord } from '../../operator/src/runtime/browser-records.js';
 import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
-import type { UidRange } from '../../operator/src/runtime/uid-pool.js';
+import { UidPool, type UidRange } from '../../operator/src/runtime/uid-pool.js';
 import { testAgentTokens } from '../support/agent-access.js';
 
 /**
@@ -132,4 +132,30 @@ describe('session uids of the local runtime', () => {
     expect(await launch(runtime, 'k-b')).toBe(uid);
     await runtime.terminate('k-b', { graceMs: 2000 });
   }, 60_000);
+
+  it('never gives two services on one host the same uid: a live holder\'s lock is respected, a dead one\'s taken over', async () => {
+    // Two pools stand for two services sharing the default range (a second make run, test
+    // workers): the second skips the first's uid although no process runs as it yet.
+    const lockDir = await mkdtemp(path.join(os.tmpdir(), 'bp-uid-locks-'));
+    const range: UidRange = { base: RANGE.base + 5, count: 3 };
+    try {
+      const first = new UidPool(range, log, lockDir);
+      const second = new UidPool(range, log, lockDir);
+      const a = await first.allocate('browser-a');
+      const b = await second.allocate('browser-b');
+      expect(a).toBe(range.base);
+      expect(b).toBe(range.base + 1);
+      await first.release(a, 'browser-a');
+      expect(await second.allocate('browser-c')).toBe(range.base);
+      // A lock left by a process that is gone (a killed service) is taken over.
+      const dead = spawn('true');
+      await new Promise((resolve) => dead.once('exit', resolve));
+      await writeFile(path.join(lockDir, String(range.base + 2)), `${dead.pid}\n`);
+      expect(await first.allocate('browser-d')).toBe(range.base + 2);
+      expect(readFileSync(path.join(lockDir, String(range.base + 2)), 'utf8').trim()).toBe(String(process.pid));
+    } finally {
+      await rm(lockDir, { recursive: true, force: true });
+    }
+  });
 });
+

@@ -1,5 +1,6 @@
+import { mkdirSync, openSync, closeSync, readFileSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { processesOfUids } from '../../../agent/src/process-group.js';
+import { isProcessAlive, processesOfUids } from '../../../agent/src/process-group.js';
 
 /**
  * The uids embedded browsers run as: each session's Chromium (and its Xvfb and x11vnc)
@@ -12,6 +13,14 @@ import { processesOfUids } from '../../../agent/src/process-group.js';
  * browser's work dir is removed and no process of that uid is left (release kills any
  * stragglers). A uid with a live process is never handed out, even if not reserved here
  * (a leftover, or another service on the host using an overlapping range).
+ *
+ * Services on one host (a second `make run`, test apps in parallel workers) share the
+ * uid range by default, and a service kills whatever runs as a uid it gives back: so each
+ * held uid also has a lock file naming the holding process (`<lockDir>/<uid>`, created
+ * exclusively). Another process's lock is respected while that process lives; a dead
+ * one's is taken over. Without it two services could pick the same uid in the moment
+ * between the process scan and the browser's start, and one would later kill the other's
+ * browser.
  */
 
 export interface UidRange {
@@ -30,6 +39,9 @@ export const DEFAULT_SESSION_UIDS: UidRange = { base: 1_200_000, count: 1000 };
 
 export class UidPoolExhaustedError extends Error {}
 
+/** Where uid locks live: /run is root's and emptied at boot, like the processes it names. */
+export const DEFAULT_UID_LOCK_DIR = '/run/browserplane/session-uids';
+
 const RELEASE_WAIT_MS = 5000;
 
 export class UidPool {
@@ -39,7 +51,9 @@ export class UidPool {
   constructor(
     readonly range: UidRange,
     private readonly log: Logger,
+    private readonly lockDir = DEFAULT_UID_LOCK_DIR,
   ) {
+    mkdirSync(lockDir, { recursive: true, mode: 0o700 });
     if (!Number.isInteger(range.base) || !Number.isInteger(range.count) || range.base < 1000 || range.count < 1 || range.base + range.count > 2 ** 31 - 1) {
       throw new Error(`invalid session uid range ${range.base} + ${range.count}: the uids must lie in 1000..${2 ** 31 - 2}`);
     }
@@ -50,6 +64,8 @@ export class UidPool {
     const holder = this.holders.get(uid);
     if (holder !== undefined && holder !== browserId) this.log.error({ uid, browser_id: browserId, holder }, 'two browser records name the same session uid');
     this.holders.set(uid, holder ?? browserId);
+    // Ours now (the service that recorded it is gone), whatever an old lock says.
+    writeFileSync(this.lockFile(uid), `${process.pid}\n`, { mode: 0o600 });
   }
 
   holderOf(uid: number): string | undefined {
@@ -61,7 +77,7 @@ export class UidPool {
     const busy = await processesOfUids(this.range.base, this.range.count);
     // No await from here on: concurrent allocations see each other's picks.
     for (let uid = this.range.base; uid < this.range.base + this.range.count; uid++) {
-      if (this.holders.has(uid) || busy.has(uid)) continue;
+      if (this.holders.has(uid) || busy.has(uid) || !this.lock(uid)) continue;
       this.holders.set(uid, browserId);
       return uid;
     }
@@ -95,6 +111,46 @@ export class UidPool {
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    if (this.holders.get(uid) === browserId) this.holders.delete(uid);
+    if (this.holders.get(uid) === browserId) {
+      this.holders.delete(uid);
+      try {
+        unlinkSync(this.lockFile(uid));
+      } catch {
+        // Already gone.
+      }
+    }
+  }
+
+  private lockFile(uid: number): string {
+    return `${this.lockDir}/${uid}`;
+  }
+
+  /** Takes the uid's lock file: free, or left by a process that is gone. Synchronous, so allocate stays atomic in this process. */
+  private lock(uid: number): boolean {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        const fd = openSync(this.lockFile(uid), 'wx', 0o600);
+        writeSync(fd, `${process.pid}\n`);
+        closeSync(fd);
+        return true;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+      let owner: number;
+      try {
+        owner = Number(readFileSync(this.lockFile(uid), 'utf8').trim());
+      } catch {
+        continue; // Removed meanwhile: try again.
+      }
+      // Another pool of this process, or another live process: theirs.
+      if (Number.isInteger(owner) && owner > 0 && isProcessAlive(owner)) return false;
+      this.log.info({ uid, owner: Number.isNaN(owner) ? null : owner }, 'taking over the lock of a session uid from a process that is gone');
+      try {
+        unlinkSync(this.lockFile(uid));
+      } catch {
+        // Another process took it over first; the exclusive create decides.
+      }
+    }
+    return false;
   }
 }
