@@ -9,7 +9,7 @@ import type { BrowserRuntime } from '../../operator/src/ports/browser-runtime.js
 import { parseAllowedNetworks } from '../../agent/src/egress.js';
 import type { AppDeps } from './app-deps.js';
 import { systemClock } from './clock.js';
-import type { Config } from './config.js';
+import { databaseTimeouts, type Config } from './config.js';
 import { createSealer } from './crypto/sealer.js';
 import { agentTokensFrom } from '../../operator/src/runtime/agent-client.js';
 import type { Db } from './db/pool.js';
@@ -40,7 +40,7 @@ export async function composeAppDeps(
     },
     projectResources: allProjectResources(),
     sealer: createSealer(parts.encryptionKey),
-    events: createPgEventHub(databaseUrl, db, log),
+    events: createPgEventHub(databaseUrl, db, log, databaseTimeouts(config)),
     proxy: {
       upstreams: await loadProxyUpstreams(config.BROWSERPLANE_PROXY_UPSTREAMS, config.BROWSERPLANE_PROXY_UPSTREAMS_FILE),
       checkUrl: config.BROWSERPLANE_PROXY_CHECK_URL,

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { parseAllowedNetworks } from '../../agent/src/egress.js';
+import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/pool.js';
 import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
 
 /**
@@ -44,6 +45,14 @@ export const configSchema = z.object({
     .default(10000)
     .describe('How long shutdown waits for in-flight requests before closing connections'),
   DATABASE_POOL_MAX: positiveInt(1000).default(10).describe('Largest number of Postgres connections the pool opens'),
+  DATABASE_CONNECT_TIMEOUT_MS: positiveInt(600_000)
+    .default(DEFAULT_DATABASE_TIMEOUTS.connectMs)
+    .describe('How long opening a Postgres connection, or waiting for a free one of a busy pool, may take before the request gets 503 database_unavailable'),
+  DATABASE_QUERY_TIMEOUT_MS: positiveInt(3_600_000)
+    .default(DEFAULT_DATABASE_TIMEOUTS.queryMs)
+    .describe(
+      'How long one SQL statement may run: Postgres cancels it then (statement_timeout), and the service gives up on a server that does not answer 1 s later and discards the connection; the request gets 503 database_unavailable',
+    ),
   BROWSERPLANE_ENCRYPTION_KEY: optionalString
     .describe('32-byte key (base64 or hex) sealing secrets at rest; when unset, one is generated into the data dir'),
   BROWSERPLANE_PROFILE_DIR: optionalString.describe('Where browser profiles are stored (default: <data dir>/profiles)'),
@@ -162,6 +171,11 @@ export type Config = z.output<typeof configSchema> & {
   /** Kubernetes mode's namespace: BROWSERPLANE_NAMESPACE, else the pod's own, else 'default'. */
   namespace: string;
 };
+
+/** The database timeouts the settings give (db/pool.ts). */
+export function databaseTimeouts(config: Config): DatabaseTimeouts {
+  return { connectMs: config.DATABASE_CONNECT_TIMEOUT_MS, queryMs: config.DATABASE_QUERY_TIMEOUT_MS };
+}
 
 /** The browser file API's limits as the agent's AGENT_FS_* variables (agent/src/config.ts). */
 export function agentFsEnv(config: Config): Record<`AGENT_FS_${string}`, string> {

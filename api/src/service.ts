@@ -8,7 +8,7 @@ import type { Logger } from 'pino';
 import { buildApp } from './app.js';
 import { systemClock } from './clock.js';
 import { composeAppDeps } from './compose.js';
-import { agentFsEnv, type Config } from './config.js';
+import { agentFsEnv, databaseTimeouts, type Config } from './config.js';
 import { EmbeddedPostgres } from './db/embedded-postgres.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
@@ -48,7 +48,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
   try {
     const databaseUrl = config.DATABASE_URL ?? embedded!.url;
     await migrate(databaseUrl, log);
-    const db = createPool(databaseUrl, config.DATABASE_POOL_MAX);
+    const db = createPool(databaseUrl, config.DATABASE_POOL_MAX, databaseTimeouts(config));
     db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));
     const shutdown = new AbortController();
     // Every open event stream listens for shutdown: thousands are expected, not a leak.

@@ -8,7 +8,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { AppDeps } from '../../api/src/app-deps.js';
-import { parseConfig } from '../../api/src/config.js';
+import { databaseTimeouts, parseConfig } from '../../api/src/config.js';
 import { createPool } from '../../api/src/db/pool.js';
 import { composeAppDeps } from '../../api/src/compose.js';
 import { createCustomResourceRuntime } from './runtime/custom-resource-runtime.js';
@@ -24,7 +24,7 @@ export async function poolReconcilerDeps(env: NodeJS.ProcessEnv, kube: KubeConfi
   if (!env.DATABASE_URL) return undefined;
   const config = parseConfig(env);
   const databaseUrl = env.DATABASE_URL;
-  const db = createPool(databaseUrl, config.DATABASE_POOL_MAX);
+  const db = createPool(databaseUrl, config.DATABASE_POOL_MAX, databaseTimeouts(config));
   db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));
   const encryptionKey = await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir);
   const runtime = createCustomResourceRuntime({ config: kube, namespace, log, agentTokens: agentTokensFrom(encryptionKey), launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });

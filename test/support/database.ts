@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
-import { createPool, type Db } from '../../api/src/db/pool.js';
+import { createPool, DEFAULT_DATABASE_TIMEOUTS, type Db } from '../../api/src/db/pool.js';
 
 const TEMPLATE_DB = 'browserplane_template';
 
@@ -24,7 +24,7 @@ export async function freshDatabase(): Promise<TestDatabase> {
   }
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
-  const db = createPool(url.toString(), 5);
+  const db = createPool(url.toString(), 5, DEFAULT_DATABASE_TIMEOUTS);
   return {
     url: url.toString(),
     db,

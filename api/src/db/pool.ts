@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { databaseUnavailable } from './unavailable.js';
 
 export type Db = pg.Pool;
 /** Anything that runs a query: the pool or a client inside a transaction. */
@@ -8,12 +9,50 @@ export type Queryable = Pick<pg.Pool, 'query'> | pg.PoolClient;
 // comes near 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
 
-export function createPool(connectionString: string, max: number): Db {
+/**
+ * How long any wait on the database may last. Without them a Postgres that stops
+ * answering (frozen, or a network that drops packets) holds every request that touches
+ * it for as long as the client waits, since a connected socket that nothing answers
+ * never errors by itself.
+ */
+export interface DatabaseTimeouts {
+  /** Opening a connection, and waiting for a free one of a busy pool (pg-pool uses one bound for both). */
+  connectMs: number;
+  /**
+   * One statement. The server cancels it at this (statement_timeout: the work stops and
+   * the connection stays usable); the client gives up QUERY_TIMEOUT_GRACE_MS later
+   * (query_timeout), which is what ends the wait when the server cannot answer at all.
+   */
+  queryMs: number;
+}
+
+/**
+ * Ten seconds each: far above any statement the service runs (a few ms; the longest, row
+ * and advisory lock waits behind another short transaction), and short enough that a
+ * request to a frozen database answers 503 instead of hanging until its client gives up.
+ * Nothing waits in a statement for long: pool acquires wait in memory, LISTEN holds its
+ * own connection with no statement running, and migrations use their own connections.
+ */
+export const DEFAULT_DATABASE_TIMEOUTS: DatabaseTimeouts = { connectMs: 10_000, queryMs: 10_000 };
+
+/** The client's bound trails the server's, so a live server's cancel arrives first and its connection is kept. */
+export const QUERY_TIMEOUT_GRACE_MS = 1000;
+
+/** Client options carrying the timeouts, for the pool and for the connections made outside it (the event hub's). */
+export function timeoutOptions(timeouts: DatabaseTimeouts): Pick<pg.ClientConfig, 'connectionTimeoutMillis' | 'query_timeout' | 'statement_timeout'> {
+  return {
+    connectionTimeoutMillis: timeouts.connectMs,
+    statement_timeout: timeouts.queryMs,
+    query_timeout: timeouts.queryMs + QUERY_TIMEOUT_GRACE_MS,
+  };
+}
+
+export function createPool(connectionString: string, max: number, timeouts: DatabaseTimeouts): Db {
   const pool = new pg.Pool({
     connectionString,
     max,
     idleTimeoutMillis: 30_000,
-    connectionTimeoutMillis: 10_000,
+    ...timeoutOptions(timeouts),
     application_name: 'browserplane',
   });
   // pg-pool listens for errors only on idle clients. A checked-out client whose server goes
@@ -29,17 +68,29 @@ export function createPool(connectionString: string, max: number): Db {
 /** Runs `work` in one transaction; rolls back on any error and rethrows it. */
 export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await db.connect();
+  let result: T;
   try {
     await client.query('BEGIN');
-    const result = await work(client);
+    result = await work(client);
     await client.query('COMMIT');
-    return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
+    // A statement the client gave up on (query_timeout) is still in flight on this
+    // connection, and one that broke cannot take a ROLLBACK: either way the connection
+    // is discarded, not pooled (the server rolls back when it sees it close), and no
+    // ROLLBACK is queued behind a server that does not answer.
+    if (databaseUnavailable(error)) {
+      client.release(error instanceof Error ? error : true);
+    } else {
+      const rolledBack = await client.query('ROLLBACK').then(
+        () => true,
+        () => false,
+      );
+      client.release(rolledBack ? undefined : true);
+    }
     throw error;
-  } finally {
-    client.release();
   }
+  client.release();
+  return result;
 }
 
 /** Postgres error code of a failed query, if it is one. */

@@ -10,6 +10,7 @@ const UNAVAILABLE_SQLSTATES = new Set([
   '57P02', // crash_shutdown: another backend crashed, every session is reset
   '57P03', // cannot_connect_now: starting up or in recovery
   '53300', // too_many_connections
+  '57014', // query_canceled: DATABASE_QUERY_TIMEOUT_MS (statement_timeout) ran out
   '08000',
   '08001',
   '08003',

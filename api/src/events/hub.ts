@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { DEFAULT_DATABASE_TIMEOUTS, timeoutOptions, type DatabaseTimeouts } from '../db/pool.js';
 
 /**
  * Change notifications across API replicas through Postgres LISTEN/NOTIFY. One
@@ -19,7 +20,12 @@ export function channelName(kind: string, id: string): string {
   return `bp:${kind}:${id}`;
 }
 
-export function createPgEventHub(connectionString: string, publisher: Pick<pg.Pool, 'query'>, log: Logger): EventHub {
+export function createPgEventHub(
+  connectionString: string,
+  publisher: Pick<pg.Pool, 'query'>,
+  log: Logger,
+  timeouts: DatabaseTimeouts = DEFAULT_DATABASE_TIMEOUTS,
+): EventHub {
   const handlers = new Map<string, Set<{ onEvent: (payload: unknown) => void; onReconnect?: (() => void) | undefined }>>();
   let client: pg.Client | undefined;
   let connecting: Promise<pg.Client> | undefined;
@@ -27,7 +33,9 @@ export function createPgEventHub(connectionString: string, publisher: Pick<pg.Po
 
   const connect = (): Promise<pg.Client> => {
     connecting ??= (async () => {
-      const c = new pg.Client({ connectionString, application_name: 'browserplane-events' });
+      // Bounded like the pool's: a subscribe (an SSE request) must not hang on a frozen
+      // server. Waiting for notifications runs no statement, so no timeout cuts it.
+      const c = new pg.Client({ connectionString, application_name: 'browserplane-events', ...timeoutOptions(timeouts) });
       c.on('notification', (message) => {
         const subs = handlers.get(message.channel);
         if (!subs) return;
@@ -45,8 +53,14 @@ export function createPgEventHub(connectionString: string, publisher: Pick<pg.Po
         connecting = undefined;
         void reconnect();
       });
-      await c.connect();
-      for (const channel of handlers.keys()) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      try {
+        await c.connect();
+        for (const channel of handlers.keys()) await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+      } catch (error) {
+        // A LISTEN the client gave up on is still in flight: this connection is not used again.
+        void c.end().catch(() => undefined);
+        throw error;
+      }
       client = c;
       return c;
     })();
@@ -77,7 +91,20 @@ export function createPgEventHub(connectionString: string, publisher: Pick<pg.Po
       if (!subs) {
         subs = new Set();
         handlers.set(channel, subs);
-        await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+        try {
+          await c.query(`LISTEN ${pg.escapeIdentifier(channel)}`);
+        } catch (error) {
+          handlers.delete(channel);
+          // Timed out or broken: the connection may have missed notifications or hold a
+          // statement in flight; drop it and listen again on a new one (subscribers are told).
+          if (client === c) {
+            client = undefined;
+            connecting = undefined;
+            void c.end().catch(() => undefined);
+            void reconnect();
+          }
+          throw error;
+        }
       }
       const sub = { onEvent, onReconnect };
       subs.add(sub);
