@@ -31,10 +31,16 @@ export async function downloadDirZip(root: SessionRoot, virtualPath: string): Pr
   const entries: WalkEntry[] = [];
   const dir = await root.openDir(components);
   try {
-    await walkTree(root, dir, components.length, (entry) => {
-      const { info } = entry;
-      if (info.isDirectory() || (info.isFile() && info.nlink === 1)) entries.push(entry);
-    });
+    await walkTree(
+      root,
+      dir,
+      components.length,
+      (entry) => {
+        const { info } = entry;
+        if (info.isDirectory() || (info.isFile() && info.nlink === 1)) entries.push(entry);
+      },
+      { base: components.length ? `/${components.join('/')}` : '' },
+    );
   } finally {
     await dir.close();
   }
