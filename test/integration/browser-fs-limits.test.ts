@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
+import { deflateRawSync } from 'node:zlib';
 import { readdir, readFile as readHostFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import yazl from 'yazl';
@@ -225,6 +226,103 @@ describe('upload_zip bounds (item 5)', () => {
     expect((await readFile(fs, '/few/d/b.txt')).text).toBe('b');
   });
 });
+
+describe('upload_zip with lying headers', () => {
+  it('refuses an entry that inflates past its declared size with 400 invalid_zip, writes nothing, and the browser lives on', async () => {
+    // 4 MiB of zeros whose local and central headers both declare 1000 bytes: under every
+    // declared limit, so only the inflate itself can tell (the red-team zip did 1.2 GiB).
+    const bytes = lyingZip('lie.bin', 4 * MIB, 1000);
+    console.log(`lying zip: ${bytes.length} bytes declaring 1000, inflating to ${4 * MIB}`);
+    const res = await uploadZip(fs, '/liar', bytes);
+    expect(res.status, res.text).toBe(400);
+    expect(res.body.code).toBe('invalid_zip');
+    expect(await exists('liar/lie.bin')).toBe(false);
+    // Give a crash the time it took in the red-team run (~0.2 s) to show.
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const session = await fs.client.get(`/browsers/${fs.id}`);
+    expect(session.status).toBe(200);
+    expect(session.body.deleted_at ?? null, session.text).toBeNull();
+    expect(await browserVersion(fs.cdpWsUrl)).toMatch(/Chrom/);
+    expect((await writeFile(fs, '/after-liar.txt', 'ok')).status).toBe(204);
+  });
+});
+
+describe('truncated multipart bodies', () => {
+  it('answers 400 invalid_multipart when the form ends inside a file part, leaves nothing, and the browser lives on', async () => {
+    const boundary = 'truncated-boundary';
+    for (const [op, parts] of [
+      ['upload', [['files[0][dest_path]', '/cut.bin'], ['files[0][file]', null]]],
+      ['upload', [['files[0][file]', null]]],
+      ['upload_zip', [['dest_path', '/cut-zip'], ['zip_file', null]]],
+    ] as const) {
+      // Every part but the last is whole; the last stops mid-content with no closing boundary.
+      const head = parts
+        .map(([name, value]) =>
+          value === null
+            ? `--${boundary}\r\ncontent-disposition: form-data; name="${name}"; filename="f.bin"\r\ncontent-type: application/octet-stream\r\n\r\n`
+            : `--${boundary}\r\ncontent-disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`,
+        )
+        .join('');
+      const body = Buffer.concat([Buffer.from(head), randomBytes(256 * 1024)]);
+      const res = await rawRequest(fs.client, 'POST', `/browsers/${fs.id}/fs/${op}`, new Uint8Array(body), { 'content-type': `multipart/form-data; boundary=${boundary}` });
+      console.log(`truncated ${op} (${parts.map(([name]) => name).join(', ')}): ${res.status} ${res.text}`);
+      expect(res.status, res.text).toBe(400);
+      expect(res.body.code).toBe('invalid_multipart');
+    }
+    expect(await exists('cut.bin')).toBe(false);
+    expect(await exists('cut-zip')).toBe(false);
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+    expect(await browserVersion(fs.cdpWsUrl)).toMatch(/Chrom/);
+  });
+});
+
+/** A one-entry deflated zip whose headers declare `declared` uncompressed bytes for `realBytes` zeros. */
+function lyingZip(name: string, realBytes: number, declared: number): Buffer {
+  const data = deflateRawSync(Buffer.alloc(realBytes));
+  const fileName = Buffer.from(name);
+  const local = Buffer.alloc(30);
+  local.writeUInt32LE(0x04034b50, 0);
+  local.writeUInt16LE(20, 4); // version needed
+  local.writeUInt16LE(8, 8); // deflate
+  local.writeUInt32LE(data.length, 18);
+  local.writeUInt32LE(declared, 22);
+  local.writeUInt16LE(fileName.length, 26);
+  const central = Buffer.alloc(46);
+  central.writeUInt32LE(0x02014b50, 0);
+  central.writeUInt16LE((3 << 8) | 20, 4); // made by Unix
+  central.writeUInt16LE(20, 6);
+  central.writeUInt16LE(8, 10);
+  central.writeUInt32LE(data.length, 20);
+  central.writeUInt32LE(declared, 24);
+  central.writeUInt16LE(fileName.length, 28);
+  central.writeUInt32LE((0o100644 << 16) >>> 0, 38); // a regular file, rw-r--r--
+  central.writeUInt32LE(0, 42); // local header at 0
+  const end = Buffer.alloc(22);
+  end.writeUInt32LE(0x06054b50, 0);
+  end.writeUInt16LE(1, 8);
+  end.writeUInt16LE(1, 10);
+  end.writeUInt32LE(central.length + fileName.length, 12);
+  end.writeUInt32LE(local.length + fileName.length + data.length, 16);
+  return Buffer.concat([local, fileName, data, central, fileName, end]);
+}
+
+/** Browser.getVersion over the session's CDP endpoint: the browser answers. */
+async function browserVersion(cdpWsUrl: string): Promise<string> {
+  const socket = new WebSocket(cdpWsUrl);
+  try {
+    return await new Promise<string>((resolve, reject) => {
+      socket.once('error', reject);
+      socket.once('close', () => reject(new Error('CDP socket closed')));
+      socket.once('open', () => socket.send(JSON.stringify({ id: 1, method: 'Browser.getVersion' })));
+      socket.on('message', (data: Buffer) => {
+        const message = JSON.parse(data.toString()) as { id?: number; result?: { product: string } };
+        if (message.id === 1) resolve(message.result?.product ?? JSON.stringify(message));
+      });
+    });
+  } finally {
+    socket.close();
+  }
+}
 
 function collect(stream: NodeJS.ReadableStream): Promise<Buffer> {
   return new Promise((resolve, reject) => {

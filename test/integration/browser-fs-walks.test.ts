@@ -140,6 +140,42 @@ describe('deep and large trees (items 5 and 6)', () => {
     expect((await fsPut(fs, 'delete_directory', { path: '/deep' })).status).toBe(204);
   });
 
+  it('refuses a move that would carry a subtree past the depth limit, changing nothing', async () => {
+    const deepA = `/ma${'/d'.repeat(62)}`; // 63 levels
+    const deepB = `/mb${'/d'.repeat(62)}`; // 63 levels
+    expect((await fsPut(fs, 'create_directory', { path: deepA })).status).toBe(204);
+    expect((await fsPut(fs, 'create_directory', { path: deepB })).status).toBe(204);
+    // /mb would land at level 64 with 62 levels below it: 126.
+    const res = await fsPut(fs, 'move', { src_path: '/mb', dest_path: `${deepA}/mb` });
+    console.log(`move of a 63-level tree under a 63-level one: ${res.status} ${res.text}`);
+    expect(res.status).toBe(400);
+    expect(res.body.code).toBe('path_too_deep');
+    expect((await stat(path.join(fs.hostRoot, deepB))).isDirectory()).toBe(true);
+    expect(await stat(path.join(fs.hostRoot, deepA, 'mb')).catch(() => undefined)).toBeUndefined();
+    // Writes go on (a tree past the limit would trip every quota walk).
+    expect((await rawRequest(fs.client, 'PUT', `/browsers/${fs.id}/fs/write_file?path=/after-move.txt`, 'ok')).status).toBe(204);
+    // A move that stays within the limit (64 levels) still goes through.
+    expect((await fsPut(fs, 'move', { src_path: '/mb', dest_path: '/ma/mb' })).status).toBe(204);
+    expect((await stat(path.join(fs.hostRoot, 'ma/mb', ...Array.from({ length: 62 }, () => 'd')))).isDirectory()).toBe(true);
+    expect((await fsPut(fs, 'delete_directory', { path: '/ma' })).status).toBe(204);
+    expect((await fsPut(fs, 'delete_file', { path: '/after-move.txt' })).status).toBe(204);
+  });
+
+  it('names the directory to delete when the browser made a tree past the limit, and writes go on once it is gone', async () => {
+    mkdirSync(path.join(fs.hostRoot, 'browser-deep', ...Array.from({ length: 69 }, () => 'd')), { recursive: true });
+    await giveToBrowser(path.join(fs.hostRoot, 'browser-deep'));
+    const refused = await rawRequest(fs.client, 'PUT', `/browsers/${fs.id}/fs/write_file?path=/x.txt`, 'x');
+    console.log(`write with a 70-level tree present: ${refused.status} ${refused.text}`);
+    expect(refused.status).toBe(400);
+    expect(refused.body.code).toBe('path_too_deep');
+    const atLimit = `/browser-deep${'/d'.repeat(63)}`;
+    expect(refused.body.message).toContain(`delete ${atLimit} `);
+    expect((await fsPut(fs, 'delete_directory', { path: atLimit })).status).toBe(204);
+    expect((await rawRequest(fs.client, 'PUT', `/browsers/${fs.id}/fs/write_file?path=/x.txt`, 'x')).status).toBe(204);
+    expect((await fsPut(fs, 'delete_directory', { path: '/browser-deep' })).status).toBe(204);
+    expect((await fsPut(fs, 'delete_file', { path: '/x.txt' })).status).toBe(204);
+  });
+
   it('zips a 1,500-level chain (made from the host side, as the browser could) without stalling /health', async () => {
     mkdirSync(path.join(fs.hostRoot, 'chain', ...Array.from({ length: 1500 }, () => 'd')), { recursive: true });
     await giveToBrowser(path.join(fs.hostRoot, 'chain'));

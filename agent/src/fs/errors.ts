@@ -17,6 +17,8 @@ export const escapeRefused = (virtualPath: string, why: string) => new FsError(4
 export const notFound = (virtualPath: string) => new FsError(404, 'not_found', `${virtualPath} does not exist`);
 export const nameTooLong = (virtualPath: string) =>
   new FsError(400, 'name_too_long', `${virtualPath}: a path component is longer than 255 bytes, or the path is too long`);
+/** A malformed zip (not a zip, a bad header, an entry that inflates past the size it declares): the client's 400. */
+export const invalidZip = (message: string) => new FsError(400, 'invalid_zip', message);
 /** A limit the request would pass (quota, zip size): 413, so clients do not retry it as they would a 5xx. */
 export const tooLarge = (code: string, message: string) => new FsError(413, code, message);
 

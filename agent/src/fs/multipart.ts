@@ -51,6 +51,9 @@ function parseMultipart(request: IncomingMessage, onField: (name: string, value:
       // is then drained so busboy goes on to the end, and busboy's further writes into the
       // destroyed stream must not surface as an uncaught 'error'.
       buffered.on('error', () => undefined);
+      // busboy destroys the part with an error when the form ends inside it (a truncated
+      // body): passed on to the writer, not left to surface as an uncaught 'error'.
+      stream.on('error', (error: Error) => buffered.destroy(malformed(error)));
       buffered.once('close', () => {
         stream.unpipe(buffered);
         stream.resume();
@@ -58,11 +61,14 @@ function parseMultipart(request: IncomingMessage, onField: (name: string, value:
       chain = chain.then(() => onFile(name, buffered));
       chain.catch(() => buffered.destroy());
     });
-    parser.once('error', fail);
+    parser.once('error', (error: Error) => fail(malformed(error)));
     parser.once('close', () => chain.then(resolve, fail));
     request.pipe(parser);
   });
 }
+
+/** busboy's own errors (a truncated form, a bad boundary) are the client's: 400. */
+const malformed = (error: Error) => new FsError(400, 'invalid_multipart', `malformed multipart body: ${error.message}`);
 
 const FILES_PART = /^files\[(\d+)\]\[(dest_path|file)\]$/;
 
@@ -109,7 +115,9 @@ export async function upload(root: SessionRoot, request: IncomingMessage): Promi
       const dest = destinations.get(index);
       if (dest === undefined) throw invalidPath(`files[${index}][dest_path] is missing`);
       meter.drop(size);
-      await writeFile(root, dest, createReadStream(file), undefined, meter);
+      const spooled = createReadStream(file);
+      spooled.on('error', () => undefined); // seen by writeFile as it reads; never uncaught
+      await writeFile(root, dest, spooled, undefined, meter);
       await rm(file, { force: true });
       written++;
     }

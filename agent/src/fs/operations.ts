@@ -5,7 +5,8 @@ import type { Readable } from 'node:stream';
 import { canonicalPath, parseMode, symbolicMode, virtualComponents } from './confine.js';
 import { escapeRefused, FsError, fromErrno, invalidPath } from './errors.js';
 import type { Meter } from './quota.js';
-import { refuseHardLinked, type DirHandle, type SessionRoot } from './session-root.js';
+import { DIR_FLAGS, DirHandle, refuseHardLinked, type SessionRoot } from './session-root.js';
+import { walkTree } from './walk.js';
 
 /** Every operation of CONTRACT.md §2.2 except zip, multipart and watch, on a SessionRoot. */
 
@@ -189,12 +190,20 @@ function runRm(hostPath: string, root: SessionRoot): Promise<void> {
   });
 }
 
-/** rename(2) between two open directories: neither final component is followed. */
+/**
+ * rename(2) between two open directories: neither final component is followed. A
+ * directory moved deeper carries its subtree with it, so the subtree is walked first
+ * (bounded: it may not pass the depth limit from its new place) and the move refused
+ * with 400 path_too_deep, changing nothing, when it would. Without that, a move could
+ * build a tree past the limit that every later quota walk trips over.
+ */
 export async function move(root: SessionRoot, srcPath: string, destPath: string): Promise<void> {
   const src = await root.openParent(srcPath);
   try {
     const dest = await root.openParent(destPath);
     try {
+      const destDepth = virtualComponents(destPath).length;
+      if (destDepth > virtualComponents(srcPath).length) await checkMovedDepth(root, src.dir, src.name, srcPath, destPath, destDepth);
       await rename(src.dir.child(src.name), dest.dir.child(dest.name)).catch((error: unknown) => {
         if ((error as NodeJS.ErrnoException).code === 'EINVAL') throw invalidPath(`cannot move ${srcPath} into itself`);
         throw fromErrno(error, (error as NodeJS.ErrnoException).code === 'ENOENT' ? srcPath : destPath);
@@ -204,6 +213,27 @@ export async function move(root: SessionRoot, srcPath: string, destPath: string)
     }
   } finally {
     await src.dir.close();
+  }
+}
+
+/** 400 path_too_deep when the directory `name` in `dir`, moved to `destDepth`, would hold paths past the limit. */
+async function checkMovedDepth(root: SessionRoot, dir: DirHandle, name: string, srcPath: string, destPath: string, destDepth: number): Promise<void> {
+  const info = await lstat(dir.child(name)).catch((error: unknown) => {
+    throw fromErrno(error, srcPath);
+  });
+  if (!info.isDirectory()) return;
+  const handle = await open(dir.child(name), DIR_FLAGS).catch((error: unknown) => {
+    throw fromErrno(error, srcPath);
+  });
+  const moved = new DirHandle(handle, await root.verify(handle, srcPath));
+  try {
+    await walkTree(root, moved, destDepth, () => undefined, {
+      base: canonicalPath(destPath),
+      tooDeep: (virtual) =>
+        new FsError(400, 'path_too_deep', `moving ${srcPath} to ${destPath} would make ${virtual.slice(0, 200)} more than ${root.limits.maxDepth} levels below "/"`),
+    });
+  } finally {
+    await moved.close();
   }
 }
 

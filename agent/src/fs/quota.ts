@@ -1,4 +1,4 @@
-import { tooLarge } from './errors.js';
+import { FsError, tooLarge } from './errors.js';
 import type { SessionRoot } from './session-root.js';
 import { walkTree } from './walk.js';
 
@@ -32,13 +32,37 @@ export class Quota {
     const dir = await this.root.openDir([]);
     let total = 0;
     try {
-      await walkTree(this.root, dir, 0, (entry) => {
-        if (entry.info.isFile()) total += entry.info.size;
-      });
+      await walkTree(
+        this.root,
+        dir,
+        0,
+        (entry) => {
+          if (entry.info.isFile()) total += entry.info.size;
+        },
+        { base: '', tooDeep: (virtual) => this.tooDeep(virtual) },
+      );
     } finally {
       await dir.close();
     }
     return total;
+  }
+
+  /**
+   * A directory under "/" past the depth limit (only something with the browser's own
+   * user can make one: every API route checks depth) stops the measure, so every write is
+   * refused until it goes. The walk is not cut short there: what lies deeper would go
+   * uncounted, a place to keep bytes past the quota. The error names the directory to
+   * delete, whole (no 200-character cut), since that is the way out.
+   */
+  private tooDeep(virtual: string): FsError {
+    const { maxDepth } = this.root.limits;
+    // Its parent, at the limit: a path the API can still name (the deeper one it cannot).
+    const top = virtual.split('/').slice(0, maxDepth + 1).join('/');
+    return new FsError(
+      400,
+      'path_too_deep',
+      `the browser's files hold a directory more than ${maxDepth} levels below "/", so their size cannot be measured for the quota and writes are refused; delete ${top} (delete_directory) or move it higher to write again`,
+    );
   }
 
   /** A meter for one request's writes, measured now (no walk when the quota is off). */

@@ -24,15 +24,22 @@ export interface WalkEntry {
   info: Stats;
 }
 
-interface WalkState {
+export interface WalkOptions {
+  /** The walked directory's virtual path, for messages ("" for "/"). */
+  base?: string;
+  /** The error for a directory past the depth limit (default: 400 path_too_deep naming it). */
+  tooDeep?: (virtualPath: string) => FsError;
+}
+
+interface WalkState extends WalkOptions {
   root: SessionRoot;
   entries: number;
   visit: (entry: WalkEntry) => void;
 }
 
 /** Visits every entry under `dir` (already open, at `depth` below "/"); symlinks are reported, never followed. */
-export async function walkTree(root: SessionRoot, dir: DirHandle, depth: number, visit: (entry: WalkEntry) => void): Promise<void> {
-  await walkDir({ root, entries: 0, visit }, dir, '', depth);
+export async function walkTree(root: SessionRoot, dir: DirHandle, depth: number, visit: (entry: WalkEntry) => void, options: WalkOptions = {}): Promise<void> {
+  await walkDir({ root, entries: 0, visit, ...options }, dir, '', depth);
 }
 
 async function walkDir(state: WalkState, dir: DirHandle, rel: string, depth: number): Promise<void> {
@@ -46,7 +53,11 @@ async function walkDir(state: WalkState, dir: DirHandle, rel: string, depth: num
     const entryRel = `${rel}${name}`;
     state.visit({ rel: entryRel, parentHost: dir.hostPath, name, info });
     if (!info.isDirectory()) continue;
-    state.root.checkDepth(depth + 1, `…/${entryRel}`);
+    if (depth + 1 > state.root.limits.maxDepth) {
+      const virtual = state.base === undefined ? `…/${entryRel}` : `${state.base}/${entryRel}`;
+      if (state.tooDeep) throw state.tooDeep(virtual);
+      state.root.checkDepth(depth + 1, virtual);
+    }
     const child = await openChild(state.root, dir, name, entryRel);
     if (!child) continue;
     try {

@@ -43,7 +43,12 @@ export class Watches {
       if (typeof filename !== 'string') return;
       void toEvent(root, hostDir, kind, filename).then((event) => event && this.publish(watch_, event));
     });
-    watch_.watcher.on('error', () => this.stop(id));
+    // Stopped once: a second 'error' (the recursive watcher has one watcher per directory)
+    // must not throw the 404 of an unknown watch out of an event listener, which would be
+    // an uncaught exception and end the agent.
+    watch_.watcher.on('error', () => {
+      if (this.watches.get(id) === watch_) this.stop(id);
+    });
     this.watches.set(id, watch_);
     return id;
   }
@@ -56,12 +61,14 @@ export class Watches {
     for (const event of watch_.buffered.splice(0)) response.write(frame(event));
     watch_.clients.add(response);
     response.on('close', () => watch_.clients.delete(response));
+    response.on('error', () => watch_.clients.delete(response));
   }
 
   stop(id: string): void {
     const watch_ = this.get(id);
     watch_.watcher.close();
     for (const client of watch_.clients) client.end();
+    watch_.clients.clear();
     this.watches.delete(id);
   }
 
@@ -81,7 +88,9 @@ export class Watches {
       if (watch_.buffered.length > BUFFERED_EVENTS) watch_.buffered.shift();
       return;
     }
-    for (const client of watch_.clients) client.write(frame(event));
+    // An event still in flight when its watch stopped: a write after end() would be an
+    // 'error' on the response, uncaught.
+    for (const client of watch_.clients) if (!client.writableEnded) client.write(frame(event));
   }
 }
 

@@ -6,7 +6,7 @@ import yauzl from 'yauzl';
 import yazl from 'yazl';
 import type { FsLimits } from '../config.js';
 import { safeZipEntry, virtualComponents } from './confine.js';
-import { FsError, fromErrno, invalidPath, tooLarge } from './errors.js';
+import { FsError, fromErrno, invalidPath, invalidZip, tooLarge } from './errors.js';
 import { DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, deleteFile, writeFile } from './operations.js';
 import type { Meter } from './quota.js';
 import { refuseHardLinked, type SessionRoot } from './session-root.js';
@@ -31,10 +31,16 @@ export async function downloadDirZip(root: SessionRoot, virtualPath: string): Pr
   const entries: WalkEntry[] = [];
   const dir = await root.openDir(components);
   try {
-    await walkTree(root, dir, components.length, (entry) => {
-      const { info } = entry;
-      if (info.isDirectory() || (info.isFile() && info.nlink === 1)) entries.push(entry);
-    });
+    await walkTree(
+      root,
+      dir,
+      components.length,
+      (entry) => {
+        const { info } = entry;
+        if (info.isDirectory() || (info.isFile() && info.nlink === 1)) entries.push(entry);
+      },
+      { base: components.length ? `/${components.join('/')}` : '' },
+    );
   } finally {
     await dir.close();
   }
@@ -59,6 +65,10 @@ async function streamZip(root: SessionRoot, components: string[], entries: WalkE
     });
   }
   zip.end();
+  // yazl reports an entry that failed to open (deleted, swapped for a directory since the
+  // walk) or to read as an 'error' on the ZipFile itself: with no listener that was an
+  // uncaught exception ending the agent. It ends this response instead.
+  zip.on('error', (error: Error) => (zip.outputStream as Readable).destroy(error));
   await pipeline(zip.outputStream, output);
 }
 
@@ -112,7 +122,7 @@ async function readEntries(zip: yauzl.ZipFile): Promise<yauzl.Entry[]> {
       zip.readEntry();
     });
     zip.once('end', () => resolve());
-    zip.once('error', (error: Error) => reject(invalidPath(`bad zip file: ${error.message}`)));
+    zip.on('error', (error: Error) => reject(invalidPath(`bad zip file: ${error.message}`)));
     zip.readEntry();
   });
   return entries;
@@ -153,18 +163,40 @@ export async function uploadZip(root: SessionRoot, destPath: string, zipFile: st
         await (await root.openDir([...dest, ...parts], { createMode: mode || DEFAULT_DIR_MODE })).close();
         continue;
       }
-      const stream = await new Promise<Readable>((resolve, reject) =>
-        zip.openReadStream(entry, (error, readable) => (error ? reject(invalidPath(`bad zip entry: ${error.message}`)) : resolve(readable))),
-      );
+      const entryStream = await openEntryStream(zip, entry);
       written.push(virtual);
-      await writeFile(root, virtual, stream, ((mode & 0o777) || DEFAULT_FILE_MODE).toString(8).padStart(3, '0'), meter);
+      try {
+        await writeFile(root, virtual, entryStream.stream, ((mode & 0o777) || DEFAULT_FILE_MODE).toString(8).padStart(3, '0'), meter);
+      } catch (error) {
+        // The entry's own failure (inflate error, more bytes than it declares) is the zip's
+        // fault, whatever the consumer made of it; the quota and paths keep their codes.
+        throw entryStream.failure() && !(error instanceof FsError) ? invalidZip(`bad zip entry ${JSON.stringify(virtual)}: ${entryStream.failure()!.message}`) : error;
+      } finally {
+        entryStream.stream.destroy();
+      }
     }
   } catch (error) {
     for (const virtual of written) await deleteFile(root, virtual).catch(() => undefined);
-    throw error instanceof Error && !(error instanceof FsError) && /size|inflate|compress/i.test(error.message) ? invalidPath(`bad zip entry: ${error.message}`) : error;
+    throw error;
   } finally {
     zip.close();
   }
+}
+
+/**
+ * An entry's stream, with its 'error' listener attached at once. yauzl pipes the inflater
+ * into the stream as soon as it is opened, so an entry that inflates past its declared size
+ * fails before the writer (several awaits later) starts reading: with no listener then,
+ * the 'error' event was an uncaught exception that took the agent and its browser down.
+ * The error is kept for the writer, which sees the stream as errored when it reads.
+ */
+async function openEntryStream(zip: yauzl.ZipFile, entry: yauzl.Entry): Promise<{ stream: Readable; failure: () => Error | undefined }> {
+  const stream = await new Promise<Readable>((resolve, reject) =>
+    zip.openReadStream(entry, (error, readable) => (error ? reject(invalidZip(`bad zip entry: ${error.message}`)) : resolve(readable))),
+  );
+  let failure: Error | undefined;
+  stream.on('error', (error: Error) => (failure ??= error));
+  return { stream, failure: () => failure };
 }
 
 const RATIO_FLOOR_BYTES = 1024 * 1024;
