@@ -13,6 +13,7 @@ import { writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
 import { assertOperatorBuilt, startOperatorProcess, type OperatorProcess } from './support/operator-process.js';
+import { testEncryptionKey } from '../support/agent-access.js';
 
 // Operator crashes in the middle of a BrowserPool reconcile, through the real processes:
 // the built API in Kubernetes mode fills the pool and leases its browsers; built operator
@@ -38,7 +39,12 @@ beforeAll(async () => {
   database = await freshDatabase();
   kubeconfig = writeKubeconfig();
   service = await startService({
-    env: { DATABASE_URL: database.url, BROWSERPLANE_RUNTIME: 'kubernetes', KUBECONFIG: kubeconfig, BROWSERPLANE_NAMESPACE: namespace, BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000' },
+    env: {
+      DATABASE_URL: database.url,
+      // The operator's key (support/operator-process.ts): both derive the pods' agent tokens from it, as the chart gives both the same.
+      BROWSERPLANE_ENCRYPTION_KEY: testEncryptionKey.toString('base64'),
+      BROWSERPLANE_RUNTIME: 'kubernetes',
+      KUBECONFIG: kubeconfig, BROWSERPLANE_NAMESPACE: namespace, BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000' },
   });
   // One data dir for every replica, as the chart gives them one Secret.
   operatorDataDir = await mkdtemp(path.join(os.tmpdir(), 'poolfail-operator-'));

@@ -11,6 +11,7 @@ import { writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
 import { assertOperatorBuilt, OPERATOR_LEASE_TIMINGS_UNSET, startOperatorProcess, type OperatorProcess } from './support/operator-process.js';
+import { testEncryptionKey } from '../support/agent-access.js';
 
 // The GitOps path through the real processes: a BrowserPool applied as kubectl applies it;
 // the built operator (with DATABASE_URL) reconciles it into a pool row; the built API in
@@ -52,7 +53,12 @@ beforeAll(async () => {
   pages = await startTestPageServer({ '/hello': '<!doctype html><title>hello from a GitOps pool</title>' });
   const kubeconfig = writeKubeconfig();
   service = await startService({
-    env: { DATABASE_URL: database.url, BROWSERPLANE_RUNTIME: 'kubernetes', KUBECONFIG: kubeconfig, BROWSERPLANE_NAMESPACE: namespace, BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000' },
+    env: {
+      DATABASE_URL: database.url,
+      // The operator's key (support/operator-process.ts): both derive the pods' agent tokens from it, as the chart gives both the same.
+      BROWSERPLANE_ENCRYPTION_KEY: testEncryptionKey.toString('base64'),
+      BROWSERPLANE_RUNTIME: 'kubernetes',
+      KUBECONFIG: kubeconfig, BROWSERPLANE_NAMESPACE: namespace, BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000' },
   });
   operatorDataDir = await mkdtemp(path.join(os.tmpdir(), 'gitops-operator-'));
   operator = startOperatorProcess({
