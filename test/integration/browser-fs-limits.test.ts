@@ -1,4 +1,4 @@
-import { createServer } from 'node:http';
+import { Agent as HttpAgent, createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { deflateRawSync } from 'node:zlib';
@@ -152,6 +152,33 @@ describe('disk quota (item 5)', () => {
     expect((await stat(host('big-2.bin'))).size).toBe(14 * MIB);
     expect((await fsPut(fs, 'delete_file', { path: '/big-2.bin' })).status).toBe(204);
   });
+
+  it('keeps the client connection usable after refusing a write it was still sending', async () => {
+    // The API used to hand the client's own request to undici as the agent's body; when
+    // the agent refused early and closed, undici destroyed it, and with it the client's
+    // socket: the next request on that keep-alive connection got ECONNRESET (seen in a full
+    // run, on the write after a refused upload). Now the rest is read and dropped.
+    const agent = new HttpAgent({ keepAlive: true, maxSockets: 1 });
+    const put = (virtual: string, size: number) =>
+      new Promise<{ status: number; reused: boolean }>((resolve, reject) => {
+        const url = new URL(`${fs.client.baseUrl}/browsers/${fs.id}/fs/write_file?path=${encodeURIComponent(virtual)}`);
+        const headers = { ...fs.client.extraHeaders, authorization: `Bearer ${fs.client.key}`, 'content-type': 'application/octet-stream', 'content-length': String(size) };
+        const request = httpRequest(url, { method: 'PUT', agent, headers }, (response) => {
+          response.resume();
+          response.on('end', () => resolve({ status: response.statusCode!, reused: request.reusedSocket }));
+        });
+        request.on('error', reject);
+        request.end(Buffer.alloc(size));
+      });
+    try {
+      expect((await put('/over.bin', (QUOTA_MB + 8) * MIB)).status).toBe(413);
+      expect(await put('/after-refusal.bin', MIB)).toEqual({ status: 204, reused: true });
+      expect(await exists('over.bin')).toBe(false);
+      expect((await fsPut(fs, 'delete_file', { path: '/after-refusal.bin' })).status).toBe(204);
+    } finally {
+      agent.destroy();
+    }
+  }, 60_000);
 
   it('counts what the page downloads into /Downloads', async () => {
     const body = randomBytes(16 * MIB);

@@ -1,4 +1,5 @@
 import type { Request, Response } from 'express';
+import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { request as agentRequest } from 'undici';
 import { AppError } from '../../http/errors.js';
@@ -32,26 +33,48 @@ function agentUrl(base: string, call: AgentCall): string {
 
 async function send(agent: AgentEndpoint, call: AgentCall) {
   const headers: Record<string, string> = {};
-  let body: string | Request | undefined;
+  let body: string | PassThrough | undefined;
+  let upload: Request | undefined;
   if (call.body && 'json' in call.body) {
     headers['content-type'] = 'application/json';
     body = JSON.stringify(call.body.json);
   } else if (call.body) {
-    const req = call.body.stream;
-    if (req.headers['content-type']) headers['content-type'] = req.headers['content-type'];
-    body = req;
+    upload = call.body.stream;
+    if (upload.headers['content-type']) headers['content-type'] = upload.headers['content-type'];
+    // Not the request itself: when the agent refuses an upload early (a limit) and closes,
+    // undici destroys the body it was sending, and destroying the client's request resets
+    // its socket before it can read our answer. The rest is read and dropped instead.
+    const through = new PassThrough();
+    const source = upload;
+    source.pipe(through);
+    // A client that goes away mid-upload still ends the agent's request, as before.
+    source.once('error', (error) => through.destroy(error));
+    source.once('close', () => {
+      if (!source.readableEnded) through.destroy(new Error('the client closed the upload'));
+    });
+    body = through;
   }
   try {
-    return await agentRequest(agentUrl(agent.url, call), {
+    const answer = await agentRequest(agentUrl(agent.url, call), {
       method: call.method,
       // Only these: nothing of the client's request (its cookies, its Origin) reaches the agent.
       headers: agentHeaders(agent, headers),
       body: body ?? null,
       ...(call.longLived ? { bodyTimeout: 0 } : {}),
     });
+    if (upload && answer.statusCode >= 400) dropRest(upload);
+    return answer;
   } catch (error) {
+    if (upload) dropRest(upload);
     throw new AppError(502, 'browser_unavailable', 'The browser did not answer', { cause: error });
   }
+}
+
+/** Reads what the client still sends of a refused upload, so it gets to read the answer (bounded by the server's request timeout). */
+function dropRest(upload: Request): void {
+  if (upload.readableEnded) return;
+  upload.unpipe();
+  upload.resume();
 }
 
 function failure(status: number, text: string): never {
