@@ -215,21 +215,28 @@ export async function cleanupServices(): Promise<void> {
   if (problems.length) throw new AggregateError(problems, 'e2e cleanup failed');
 }
 
-/** Pids of Postgres servers whose command line names this data dir's cluster. */
+/**
+ * Pids of Postgres servers (postmasters) whose command line names this data dir's cluster.
+ * A backend the postmaster has just forked shows the postmaster's command line until it
+ * sets its own title, so a match whose parent also matches is that child, not a server.
+ */
 export function postgresPids(dataDir: string): number[] {
   const clusterDir = path.join(dataDir, 'postgres');
-  const pids: number[] = [];
+  const parents = new Map<number, number>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     let argv: string[];
+    let stat: string;
     try {
       argv = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
     } catch {
       continue; // gone meanwhile
     }
-    if (path.basename(argv[0] ?? '') === 'postgres' && argv.includes(clusterDir)) pids.push(Number(entry));
+    if (path.basename(argv[0] ?? '') !== 'postgres' || !argv.includes(clusterDir)) continue;
+    parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
   }
-  return pids;
+  return [...parents].filter(([, parent]) => !parents.has(parent)).map(([pid]) => pid);
 }
 
 /** Polls `check` until it returns a truthy value or the deadline passes. */
