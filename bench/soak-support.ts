@@ -67,6 +67,11 @@ export interface ProcessCounts {
   agents: number;
   chromium: number;
   xvfb: number;
+  /**
+   * The embedded Postgres: the service's own child since it supervises it (restarts it
+   * when it dies), so part of its tree while it runs; checked gone after the service stops.
+   */
+  postgres: number;
   other: number;
   /**
    * Ours outside the service's tree. Chromium's crashpad handler daemonises (two per browser,
@@ -128,13 +133,14 @@ export async function countProcesses(servicePid: number | undefined, browserIds:
       below(p.pid, ours);
     }
   }
-  const counts: ProcessCounts = { tree: tree.size, agents: 0, chromium: 0, xvfb: 0, other: 0, detached: 0 };
+  const counts: ProcessCounts = { tree: tree.size, agents: 0, chromium: 0, xvfb: 0, postgres: 0, other: 0, detached: 0 };
   for (const p of procs) {
     if (!ours.has(p.pid)) continue;
     if (!tree.has(p.pid)) counts.detached++;
     if (p.comm === 'node' || p.comm.startsWith('MainThread')) counts.agents++;
     else if (p.comm.startsWith('chrom')) counts.chromium++;
     else if (p.comm === 'Xvfb') counts.xvfb++;
+    else if (p.comm === 'postgres' && tree.has(p.pid)) counts.postgres++;
     else counts.other++;
   }
   return counts;
