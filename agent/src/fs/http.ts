@@ -153,19 +153,31 @@ export async function handleFsRequest(state: AgentState, request: IncomingMessag
     // is the caller's 4xx; the rest is a bug, for the server to log as a 500.
     const mapped = error instanceof FsError ? error : fromErrno(error, url.searchParams.get('path') ?? 'the path');
     if (!(mapped instanceof FsError) || response.headersSent) throw error;
-    // Refused before the body was all read (a limit passed part way): the rest is drained
-    // and the connection closed after the answer, so a keep-alive client cannot send its
-    // next request into what this server still takes for the old body.
-    if (!request.complete) response.setHeader('connection', 'close');
-    request.resume();
+    // Refused before the body was all read (a limit passed part way): the answer goes out
+    // at once and the rest of the body is read and dropped, on a connection left open. Closing
+    // it instead made the close race the caller's writes: a caller still sending got a reset
+    // in place of the 413 (the service answered 502 under load). The parser knows where the
+    // body ends, so the connection stays good for the next request; the caller (undici)
+    // drops it itself once it has the answer. A body still coming after
+    // REFUSED_BODY_GRACE_MS is cut off.
+    if (!request.complete) drainRefusedBody(request);
     sendJson(response, mapped.status, { code: mapped.code, message: mapped.message });
   }
+}
+
+const REFUSED_BODY_GRACE_MS = 30_000;
+
+function drainRefusedBody(request: IncomingMessage): void {
+  const cutOff = setTimeout(() => request.socket.destroy(), REFUSED_BODY_GRACE_MS);
+  cutOff.unref();
+  request.once('close', () => clearTimeout(cutOff));
+  request.resume();
 }
 
 async function readJson(request: IncomingMessage): Promise<Record<string, unknown>> {
   const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of request as AsyncIterable<Buffer>) {
+  for await (const chunk of request.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
     size += chunk.length;
     if (size > 64 * 1024) throw new FsError(413, 'payload_too_large', 'JSON body over 64 KiB');
     chunks.push(chunk);

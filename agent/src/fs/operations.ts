@@ -73,7 +73,9 @@ async function writeMetered(root: SessionRoot, virtualPath: string, body: Readab
         await handle.write(chunk);
       };
       if (Buffer.isBuffer(body)) await put(body);
-      else for await (const chunk of body as AsyncIterable<Buffer>) await put(chunk);
+      // destroyOnReturn false: leaving the loop on a refusal must not destroy the request
+      // (and with it the socket, a reset racing the 413); the caller drains the rest.
+      else for await (const chunk of (body).iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) await put(chunk);
       await handle.chmod(mode);
       await root.giveToBrowser(handle);
     } catch (error) {
