@@ -75,7 +75,7 @@ async function writeMetered(root: SessionRoot, virtualPath: string, body: Readab
       if (Buffer.isBuffer(body)) await put(body);
       // destroyOnReturn false: leaving the loop on a refusal must not destroy the request
       // (and with it the socket, a reset racing the 413); the caller drains the rest.
-      else for await (const chunk of (body).iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) await put(chunk);
+      else for await (const chunk of body.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) await put(chunk);
       await handle.chmod(mode);
       await root.giveToBrowser(handle);
     } catch (error) {
