@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes test control plane (etcd, kube-apiserver, kube-controller-manager)
-# from the Go module proxy, using the pinned wrapper module in test/k8s/tools, into
+# from the Go module proxy; with the argument `node`, builds the node half the cluster tier
+# runs (kubelet, kube-scheduler, kube-proxy) instead, using the pinned wrapper module in test/k8s/tools, into
 # ~/.cache/browserplane/k8s-bin/<kubernetes version>/ (BROWSERPLANE_K8S_BIN_DIR overrides). Idempotent: does nothing when the binaries exist.
 # Prints the binary directory as the last line of stdout (everything else goes to stderr),
 # so callers can do: BIN=$(scripts/k8s-test-binaries.sh | tail -n1)
@@ -30,12 +31,25 @@ k8s_minor=${BASH_REMATCH[1]}
 
 # Outside the checkout, so fresh clones on one machine (CI runs in one) share the build.
 out="${BROWSERPLANE_K8S_BIN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/browserplane/k8s-bin}/$k8s_version"
-binaries=(etcd kube-apiserver kube-controller-manager)
+set_name=${1:-control-plane}
+case "$set_name" in
+  control-plane)
+    binaries=(etcd kube-apiserver kube-controller-manager)
+    packages=(go.etcd.io/etcd/server/v3 k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager)
+    estimate="~12 min" ;;
+  # Upstream builds all three with CGO_ENABLED=0 too (kubelet since v1.31: KUBE_CGO_OVERRIDES
+  # is empty in hack/lib/golang.sh), so the static build is the release configuration.
+  node)
+    binaries=(kubelet kube-scheduler kube-proxy)
+    packages=(k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy)
+    estimate="~8 min" ;;
+  *) echo "k8s-test-binaries: unknown set '$set_name' (control-plane or node)" >&2; exit 2 ;;
+esac
 
 missing=0
 for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || missing=1; done
 if (( missing == 0 )); then
-  echo "k8s-test-binaries: up to date ($k8s_version)" >&2
+  echo "k8s-test-binaries: $set_name up to date ($k8s_version)" >&2
   echo "$out"
   exit 0
 fi
@@ -57,16 +71,13 @@ tmp=$(mktemp -d "$out/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 start=$(date +%s)
-echo "k8s-test-binaries: building etcd + kube-apiserver + kube-controller-manager $k8s_version (cold, 2 busy cores: ~12 min)" >&2
+echo "k8s-test-binaries: building ${binaries[*]} $k8s_version (cold, 2 busy cores: $estimate)" >&2
 (
   cd "$tools"
-  go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
-    go.etcd.io/etcd/server/v3 \
-    k8s.io/kubernetes/cmd/kube-apiserver \
-    k8s.io/kubernetes/cmd/kube-controller-manager
+  go build -trimpath -ldflags "$ldflags" -o "$tmp/" "${packages[@]}"
 )
 # go build names go.etcd.io/etcd/server/v3 after its last non-version element: "server".
-mv "$tmp/server" "$tmp/etcd"
+[[ -e "$tmp/server" ]] && mv "$tmp/server" "$tmp/etcd"
 for b in "${binaries[@]}"; do mv "$tmp/$b" "$out/$b"; done
 echo "k8s-test-binaries: built in $(( $(date +%s) - start ))s" >&2
 ls -l "${binaries[@]/#/$out/}" >&2
