@@ -3,6 +3,10 @@
  * by scripts/k8s-test-binaries.sh, started with envtest's flags (loopback, free ports,
  * static tokens, a service-account signing key, RBAC on). No kubelet runs: pods are
  * scheduled nowhere unless a test runs the node agent.
+ *
+ * The cluster tier (test/cluster/support/cluster.ts) starts the same control plane with
+ * `ControlPlaneOptions` for a real node: bound to the node IP inside its network namespace,
+ * ServiceAccount admission on, kube-controller-manager and kube-scheduler running.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -27,12 +31,37 @@ export interface ControlPlaneInfo {
 }
 
 export interface ControlPlane extends ControlPlaneInfo {
+  /** Folder of the binaries, for callers that start more components. */
+  bin: string;
+  /** Starts a binary from `bin` with its output in `dir/<name>.log`; `stop` ends it (in reverse order). */
+  launch: (name: string, args: string[], options?: { binary?: string; env?: NodeJS.ProcessEnv }) => ChildProcess;
+  /** Fails when a launched process has exited. */
+  checkAlive: () => void;
   stop: () => Promise<void>;
 }
 
+export interface ControlPlaneOptions {
+  /** Address the API server listens on and advertises (the `kubernetes` Service's endpoint). Default 127.0.0.1. */
+  address?: string;
+  /** Default 10.0.0.0/24. */
+  serviceClusterIpRange?: string;
+  /** ServiceAccount admission (mounts the token volume into pods). Off by default: nothing creates `default` SAs without a controller-manager. */
+  serviceAccountAdmission?: boolean;
+  /** Extra lines for the static token file: `token,user,uid,"group1,group2"`. */
+  extraTokens?: string[];
+  /** Default RBAC. */
+  authorizationMode?: string;
+  /** Starts kube-controller-manager with the default controllers (needs the 'control-plane' binary set). */
+  controllerManager?: boolean;
+  /** Starts kube-scheduler (needs the 'node' binary set). */
+  scheduler?: boolean;
+  /** Binary folder; default: build the control-plane set when missing. */
+  bin?: string;
+}
+
 /** Builds the binaries when missing (cold: ~12 min on 2 cores) and returns their folder. */
-export async function ensureBinaries(): Promise<string> {
-  const { stdout } = await promisify(execFile)(path.join(ROOT, 'scripts/k8s-test-binaries.sh'), {
+export async function ensureBinaries(set: 'control-plane' | 'node' = 'control-plane'): Promise<string> {
+  const { stdout } = await promisify(execFile)(path.join(ROOT, 'scripts/k8s-test-binaries.sh'), [set], {
     maxBuffer: 16 * 1024 * 1024,
   });
   return stdout.trim().split('\n').at(-1)!;
@@ -48,7 +77,7 @@ function freePort(): Promise<number> {
   });
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, processes: ChildProcess[], timeoutMs: number): Promise<void> {
+export async function waitFor(what: string, check: () => Promise<boolean>, processes: ChildProcess[], timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const dead = processes.find((child) => child.exitCode !== null);
@@ -59,7 +88,7 @@ async function waitFor(what: string, check: () => Promise<boolean>, processes: C
   }
 }
 
-async function stopProcess(child: ChildProcess): Promise<void> {
+export async function stopProcess(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise((resolve) => child.once('exit', resolve));
   child.kill('SIGTERM');
@@ -68,19 +97,26 @@ async function stopProcess(child: ChildProcess): Promise<void> {
   clearTimeout(timer);
 }
 
-export async function startControlPlane(): Promise<ControlPlane> {
-  const bin = await ensureBinaries();
+export async function startControlPlane(options: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const bin = options.bin ?? (await ensureBinaries());
+  const address = options.address ?? '127.0.0.1';
   const dir = await mkdtemp(path.join(os.tmpdir(), 'browserplane-k8s-'));
   const [etcdClient, etcdPeer, apiPort] = [await freePort(), await freePort(), await freePort()];
   const processes: ChildProcess[] = [];
   const started = Date.now();
-  const launch = (name: string, args: string[]): ChildProcess => {
+  const launch = (name: string, args: string[], launchOptions: { binary?: string; env?: NodeJS.ProcessEnv } = {}): ChildProcess => {
     const log = createWriteStream(path.join(dir, `${name}.log`));
-    const child = spawn(path.join(bin, name), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const binary = launchOptions.binary ?? path.join(bin, name);
+    const child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'], env: launchOptions.env ?? process.env });
     child.stdout.pipe(log);
     child.stderr.pipe(log);
+    child.on('error', (error) => log.write(`spawn error: ${error.message}\n`));
     processes.push(child);
     return child;
+  };
+  const checkAlive = (): void => {
+    const dead = processes.find((child) => child.exitCode !== null || child.signalCode !== null);
+    if (dead) throw new Error(`${dead.spawnfile} exited with ${dead.exitCode ?? dead.signalCode} (log: ${dir})`);
   };
   const stop = async (): Promise<void> => {
     for (const child of [...processes].reverse()) await stopProcess(child);
@@ -110,9 +146,8 @@ export async function startControlPlane(): Promise<ControlPlane> {
 
     const adminToken = randomBytes(24).toString('hex');
     const nobodyToken = randomBytes(24).toString('hex');
-    await writeFile(path.join(dir, 'tokens.csv'), `${adminToken},test-admin,uid-admin,"system:masters"\n${nobodyToken},test-nobody,uid-nobody\n`, {
-      mode: 0o600,
-    });
+    const tokens = [`${adminToken},test-admin,uid-admin,"system:masters"`, `${nobodyToken},test-nobody,uid-nobody`, ...(options.extraTokens ?? [])];
+    await writeFile(path.join(dir, 'tokens.csv'), tokens.join('\n') + '\n', { mode: 0o600 });
     const { privateKey, publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
     await writeFile(path.join(dir, 'sa.key'), privateKey.export({ type: 'pkcs8', format: 'pem' }), { mode: 0o600 });
     await writeFile(path.join(dir, 'sa.pub'), publicKey.export({ type: 'spki', format: 'pem' }));
@@ -122,20 +157,20 @@ export async function startControlPlane(): Promise<ControlPlane> {
       `--etcd-servers=http://127.0.0.1:${etcdClient}`,
       `--cert-dir=${certDir}`,
       `--secure-port=${apiPort}`,
-      '--bind-address=127.0.0.1',
-      '--advertise-address=127.0.0.1',
-      '--service-cluster-ip-range=10.0.0.0/24',
+      `--bind-address=${address}`,
+      `--advertise-address=${address}`,
+      `--service-cluster-ip-range=${options.serviceClusterIpRange ?? '10.0.0.0/24'}`,
       '--allow-privileged=true',
-      // No controller-manager creates the default service account.
-      '--disable-admission-plugins=ServiceAccount',
-      '--authorization-mode=RBAC',
+      // Without a controller-manager nothing creates the default service account.
+      ...(options.serviceAccountAdmission ? [] : ['--disable-admission-plugins=ServiceAccount']),
+      `--authorization-mode=${options.authorizationMode ?? 'RBAC'}`,
       `--token-auth-file=${path.join(dir, 'tokens.csv')}`,
-      `--service-account-issuer=https://127.0.0.1:${apiPort}/`,
+      `--service-account-issuer=https://${address}:${apiPort}/`,
       `--service-account-key-file=${path.join(dir, 'sa.pub')}`,
       `--service-account-signing-key-file=${path.join(dir, 'sa.key')}`,
     ]);
     const caFile = path.join(certDir, 'apiserver.crt');
-    const server = `https://127.0.0.1:${apiPort}`;
+    const server = `https://${address}:${apiPort}`;
     let dispatcher: Agent | undefined;
     await waitFor(
       'kube-apiserver',
@@ -150,9 +185,58 @@ export async function startControlPlane(): Promise<ControlPlane> {
     );
     await dispatcher?.close();
     if (process.env.BROWSERPLANE_K8S_VERBOSE) console.log(`control plane ready in ${Date.now() - started} ms at ${server}`);
-    return { server, caFile, adminToken, nobodyToken, dir, stop };
+
+    if (options.controllerManager || options.scheduler) {
+      // The components authenticate with the admin token: enough for a test, and it keeps
+      // client certificates out of the harness.
+      const kubeconfig = path.join(dir, 'admin.kubeconfig');
+      await writeFile(kubeconfig, tokenKubeconfig(server, caFile, adminToken), { mode: 0o600 });
+      if (options.controllerManager) {
+        launch('kube-controller-manager', [
+          `--kubeconfig=${kubeconfig}`,
+          `--authentication-kubeconfig=${kubeconfig}`,
+          `--authorization-kubeconfig=${kubeconfig}`,
+          '--leader-elect=false',
+          '--bind-address=127.0.0.1',
+          '--secure-port=0',
+          // Every controller a default cluster runs (serviceaccount, serviceaccount-token,
+          // root-ca-certificate-publisher, deployment, replicaset, statefulset, endpointslice,
+          // garbage-collector, namespace, pod-garbage-collector, …).
+          '--controllers=*',
+          '--use-service-account-credentials=false',
+          `--root-ca-file=${caFile}`,
+          `--service-account-private-key-file=${path.join(dir, 'sa.key')}`,
+          `--service-cluster-ip-range=${options.serviceClusterIpRange ?? '10.0.0.0/24'}`,
+          '--allocate-node-cidrs=false',
+          '--concurrent-gc-syncs=5',
+        ]);
+      }
+      if (options.scheduler) {
+        launch('kube-scheduler', [
+          `--kubeconfig=${kubeconfig}`,
+          `--authentication-kubeconfig=${kubeconfig}`,
+          `--authorization-kubeconfig=${kubeconfig}`,
+          '--leader-elect=false',
+          '--bind-address=127.0.0.1',
+          '--secure-port=0',
+        ]);
+      }
+    }
+    return { server, caFile, adminToken, nobodyToken, dir, bin, launch, checkAlive, stop };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/** A kubeconfig for a bearer token (kubelet, kube-proxy, the controllers). */
+export function tokenKubeconfig(server: string, caFile: string, token: string): string {
+  return JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: [{ name: 'test', cluster: { server, 'certificate-authority': caFile } }],
+    users: [{ name: 'test', user: { token } }],
+    contexts: [{ name: 'test', context: { cluster: 'test', user: 'test' } }],
+    'current-context': 'test',
+  });
 }

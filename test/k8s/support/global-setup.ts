@@ -9,7 +9,7 @@ declare module 'vitest' {
 
 /** One control plane for the whole tier; each test works in namespaces of its own. */
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const { stop, ...info } = await startControlPlane();
-  project.provide('controlPlane', info);
+  const { server, caFile, adminToken, nobodyToken, dir, stop } = await startControlPlane();
+  project.provide('controlPlane', { server, caFile, adminToken, nobodyToken, dir });
   return stop;
 }

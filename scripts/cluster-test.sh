@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Runs a command (by default the cluster test tier) inside a private node: new network, mount
+# and PID namespaces that this script creates, so nothing the cluster does touches the host's
+# network (hard rule: no addresses, bridges or iptables rules outside namespaces we create).
+#
+#   scripts/cluster-test.sh                      # vitest run --config test/vitest.cluster.ts
+#   scripts/cluster-test.sh node_modules/.bin/vitest run --config test/vitest.cluster.ts test/cluster/x.test.ts
+#
+# Inside: lo up, an interface `node0` (a portless bridge) with the node IP 10.200.0.1/24 and a default route
+# through it (so Service IPs route and kube-proxy's DNAT applies), IP forwarding on, / made
+# rshared (kubelet wants shared propagation for its volumes), tmpfs over the fixed host paths
+# containerd/CNI/kubelet write (/run/containerd, /run/netns, /var/lib/cni, /var/log/containers,
+# /var/log/pods). test/cluster/support/cluster.ts starts the control plane, containerd, kubelet
+# and kube-proxy in there. Vitest itself runs inside too: Pod, Service and node IPs exist only
+# in this namespace, and Node cannot switch namespaces per call (setns is per thread).
+#
+# Cleanup needs no bookkeeping for processes, mounts or the namespace: when the command ends,
+# PID 1 of the namespace exits, the kernel kills everything left in it (containerd shims and
+# containers included) and the mount and network namespaces disappear with it. What outlives
+# them are the cgroup directories the kubelet and runc created; this script made their root
+# (under this process's own cgroup) and removes it afterwards.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+if [[ "${1:-}" == "--inside" ]]; then
+  shift
+  ip link set lo up
+  # A bridge with no ports stands in for a dummy interface (this kernel has no CONFIG_DUMMY).
+  ip link add node0 type bridge
+  ip addr add 10.200.0.1/24 dev node0
+  ip link set node0 up
+  ip route add default dev node0
+  sysctl -qw net.ipv4.ip_forward=1
+  sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
+  mount --make-rshared /
+  for d in /run/containerd /run/netns /var/lib/cni /var/log/containers /var/log/pods; do
+    mkdir -p "$d"
+    mount -t tmpfs -o mode=0755 tmpfs "$d"
+  done
+  export BROWSERPLANE_CLUSTER_NETNS=1 BROWSERPLANE_CLUSTER_NODE_IP=10.200.0.1
+  # Not exec: PID 1 must stay a shell that reaps orphans (containerd shims re-parent to it).
+  "$@" &
+  child=$!
+  trap 'kill -TERM $child 2>/dev/null' TERM INT
+  wait $child || { rc=$?; exit $rc; }
+  exit 0
+fi
+
+[[ $(id -u) -eq 0 ]] || { echo "cluster-test: needs root (namespaces, mounts, cgroups)" >&2; exit 1; }
+started=$(date +%s)
+scripts/ensure-debian-packages.sh containerd=containerd runc=runc ctr=containerd \
+  /usr/lib/cni/bridge=containernetworking-plugins iptables=iptables conntrack=conntrack unshare=util-linux
+scripts/k8s-test-binaries.sh >/dev/null
+scripts/k8s-test-binaries.sh node >/dev/null
+images=$(scripts/cluster-test-image.sh | tail -n1)
+echo "cluster-test: binaries and images ready in $(( $(date +%s) - started ))s" >&2
+
+# The kubelet's cgroup root: a child of this process's own memory cgroup path, created in
+# every v1 hierarchy, so container memory is charged where this session's is.
+own=$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup)
+cgroup_root="${own%/}/browserplane-cluster-$$"
+created=()
+for h in /sys/fs/cgroup/*/; do
+  h=${h%/}
+  [[ "$(basename "$h")" == unified ]] && continue
+  mountpoint -q "$h" || continue
+  path=$h
+  for part in ${cgroup_root//\// }; do
+    path="$path/$part"
+    if [[ ! -d "$path" ]]; then
+      mkdir "$path"
+      created+=("$path")
+      if [[ -f "$path/cpuset.cpus" ]]; then
+        cat "$(dirname "$path")/cpuset.cpus" >"$path/cpuset.cpus"
+        cat "$(dirname "$path")/cpuset.mems" >"$path/cpuset.mems"
+      fi
+    fi
+  done
+done
+cleanup_cgroups() {
+  local i d try
+  # The kernel kills what was left in the PID namespace when its PID 1 exits, but the last
+  # tasks can take a moment to leave their cgroups.
+  for try in {1..50}; do
+    for h in /sys/fs/cgroup/*/; do
+      d="${h%/}$cgroup_root"
+      [[ -d "$d" ]] && { find "$d" -depth -mindepth 1 -type d -exec rmdir {} + 2>/dev/null || true; }
+    done
+    [[ -z "$(for h in /sys/fs/cgroup/*/; do find "${h%/}$cgroup_root" -mindepth 1 -type d 2>/dev/null; done)" ]] && break
+    sleep 0.2
+  done
+  for (( i=${#created[@]}-1; i>=0; i-- )); do rmdir "${created[i]}" 2>/dev/null || echo "cluster-test: could not remove ${created[i]}" >&2; done
+}
+trap cleanup_cgroups EXIT
+
+# Temp files of the run (etcd data, containerd root, kubelet root, logs) go in one directory
+# that is removed once the namespaces, and with them every mount into it, are gone.
+tmp=$(mktemp -d /tmp/browserplane-cluster.XXXXXX)
+trap 'cleanup_cgroups; [[ -n "${BROWSERPLANE_K8S_KEEP_LOGS:-}" ]] && echo "cluster-test: logs kept in $tmp" >&2 || rm -rf "$tmp"' EXIT
+
+(( $# )) || set -- node_modules/.bin/vitest run --config test/vitest.cluster.ts
+TMPDIR="$tmp" BROWSERPLANE_CLUSTER_CGROUP_ROOT="$cgroup_root" BROWSERPLANE_CLUSTER_IMAGES="$images" \
+  unshare --net --mount --pid --fork --mount-proc --propagation private -- "$0" --inside "$@"
