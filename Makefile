@@ -5,7 +5,7 @@ NPM ?= npm
 VITEST := node_modules/.bin/vitest
 DEPS_STAMP := node_modules/.deps-stamp
 
-.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s test-faults soak k8s-binaries helm-binary fuzz reliability bench clean
+.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s test-cluster test-faults soak k8s-binaries helm-binary fuzz reliability bench clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -51,6 +51,9 @@ helm-binary: ## Build Helm v3 from Go modules when missing (cold: ~10 min on a b
 
 test-k8s: build k8s-binaries helm-binary ## Kubernetes tier: CRDs, leases, the operator and the Helm chart against a real kube-apiserver + etcd
 	$(VITEST) run --config test/vitest.k8s.ts
+
+test-cluster: deps ## Cluster tier: a real node (containerd + runc, kubelet, kube-proxy) runs pods from local images, all inside namespaces of its own (root; cold: ~13 min of builds)
+	scripts/cluster-test.sh
 
 test-faults: build test-packages ## Fault tier: the service SIGKILLed mid-operation, Postgres restarted under load, Chromium and agents killed under live clients (FAULT_ROUNDS, FAULT_SEED)
 	$(VITEST) run --config test/vitest.faults.ts

@@ -35,7 +35,6 @@ if [[ "${1:-}" == "--inside" ]]; then
   sysctl -qw net.bridge.bridge-nf-call-iptables=1 2>/dev/null || true
   mount --make-rshared /
   for d in /run/containerd /run/netns /var/lib/cni /var/log/containers /var/log/pods; do
-    mkdir -p "$d"
     mount -t tmpfs -o mode=0755 tmpfs "$d"
   done
   export BROWSERPLANE_CLUSTER_NETNS=1 BROWSERPLANE_CLUSTER_NODE_IP=10.200.0.1
@@ -94,10 +93,17 @@ cleanup_cgroups() {
 }
 trap cleanup_cgroups EXIT
 
+# Mount points for the tmpfs the namespace puts over fixed paths; removed again when this
+# script made them (they stay empty on the host: the mounts exist only in the namespace).
+made_dirs=()
+for d in /run/containerd /run/netns /var/lib/cni /var/log/containers /var/log/pods; do
+  [[ -d "$d" ]] || { mkdir -p "$d"; made_dirs+=("$d"); }
+done
+
 # Temp files of the run (etcd data, containerd root, kubelet root, logs) go in one directory
 # that is removed once the namespaces, and with them every mount into it, are gone.
 tmp=$(mktemp -d /tmp/browserplane-cluster.XXXXXX)
-trap 'cleanup_cgroups; [[ -n "${BROWSERPLANE_K8S_KEEP_LOGS:-}" ]] && echo "cluster-test: logs kept in $tmp" >&2 || rm -rf "$tmp"' EXIT
+trap 'cleanup_cgroups; for d in "${made_dirs[@]}"; do rmdir "$d" 2>/dev/null || true; done; [[ -n "${BROWSERPLANE_K8S_KEEP_LOGS:-}" ]] && echo "cluster-test: logs kept in $tmp" >&2 || rm -rf "$tmp"' EXIT
 
 (( $# )) || set -- node_modules/.bin/vitest run --config test/vitest.cluster.ts
 TMPDIR="$tmp" BROWSERPLANE_CLUSTER_CGROUP_ROOT="$cgroup_root" BROWSERPLANE_CLUSTER_IMAGES="$images" \
