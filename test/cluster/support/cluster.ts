@@ -52,13 +52,16 @@ export interface Cluster extends ClusterInfo {
   stop: () => Promise<void>;
 }
 
-/** Imports an image archive (docker-archive or oci-archive, e.g. from `podman save`) into containerd's k8s.io namespace. */
-export async function loadImage(info: Pick<ClusterInfo, 'containerdSocket'>, archive: string): Promise<void> {
-  await run('ctr', ['--address', info.containerdSocket, '-n', 'k8s.io', 'images', 'import', '--no-unpack=false', archive], {
+/**
+ * Imports an image archive into containerd's k8s.io namespace (`ctr images import`, which also
+ * unpacks it for the overlayfs snapshotter the CRI uses), so pods can use it with
+ * `imagePullPolicy: Never`. A docker-archive (what `podman save` writes by default) carries its
+ * names (RepoTags); an oci-archive names images only by its `io.containerd.image.name` or
+ * `org.opencontainers.image.ref.name` annotations, so pass `baseName` (e.g. `localhost/browserplane/api`) for those.
+ */
+export async function loadImage(info: Pick<ClusterInfo, 'containerdSocket'>, archive: string, baseName?: string): Promise<void> {
+  await run('ctr', ['--address', info.containerdSocket, '-n', 'k8s.io', 'images', 'import', ...(baseName ? ['--base-name', baseName] : []), archive], {
     maxBuffer: 16 * 1024 * 1024,
-  }).catch(async () => {
-    // ctr 1.6 has no --no-unpack=false form everywhere; the plain form unpacks too.
-    await run('ctr', ['--address', info.containerdSocket, '-n', 'k8s.io', 'images', 'import', archive], { maxBuffer: 16 * 1024 * 1024 });
   });
 }
 
