@@ -250,7 +250,8 @@ export async function startCluster(): Promise<Cluster> {
     ]);
 
     // kube-proxy
-    await writeFile(path.join(dir, 'kube-proxy.kubeconfig'), tokenKubeconfig(plane.server, plane.caFile, plane.adminToken), { mode: 0o600 });
+    // As system:kube-proxy, which the bootstrap binding system:node-proxier authorizes.
+    await writeFile(path.join(dir, 'kube-proxy.kubeconfig'), tokenKubeconfig(plane.server, plane.caFile, proxyToken), { mode: 0o600 });
     await writeFile(
       path.join(dir, 'kube-proxy.json'),
       JSON.stringify({
