@@ -40,8 +40,8 @@ case "$set_name" in
   # Upstream builds all three with CGO_ENABLED=0 too (kubelet since v1.31: KUBE_CGO_OVERRIDES
   # is empty in hack/lib/golang.sh), so the static build is the release configuration.
   node)
-    binaries=(kubelet kube-scheduler kube-proxy)
-    packages=(k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy)
+    binaries=(kubelet kube-scheduler kube-proxy kubectl)
+    packages=(k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl)
     estimate="~8 min" ;;
   *) echo "k8s-test-binaries: unknown set '$set_name' (control-plane or node)" >&2; exit 2 ;;
 esac
