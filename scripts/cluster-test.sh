@@ -53,6 +53,11 @@ scripts/ensure-debian-packages.sh containerd=containerd runc=runc ctr=containerd
 scripts/k8s-test-binaries.sh >/dev/null
 scripts/k8s-test-binaries.sh node >/dev/null
 images=$(scripts/cluster-test-image.sh | tail -n1)
+# Everything that needs the package registries happens out here: inside the namespace there
+# is no network but the cluster's own. Helm (the chart tests) and our two images (`make
+# images`; lines `api=<ref> <archive>` and `browser=<ref> <archive>`) for the Helm end-to-end test.
+scripts/helm-binary.sh >/dev/null
+built_images=$(scripts/images.sh | grep -E '^(api|browser)=')
 echo "cluster-test: binaries and images ready in $(( $(date +%s) - started ))s" >&2
 
 # The kubelet's cgroup root: a child of this process's own memory cgroup path, created in
@@ -106,5 +111,5 @@ tmp=$(mktemp -d /tmp/browserplane-cluster.XXXXXX)
 trap 'cleanup_cgroups; for d in "${made_dirs[@]}"; do rmdir "$d" 2>/dev/null || true; done; [[ -n "${BROWSERPLANE_K8S_KEEP_LOGS:-}" ]] && echo "cluster-test: logs kept in $tmp" >&2 || rm -rf "$tmp"' EXIT
 
 (( $# )) || set -- node_modules/.bin/vitest run --config test/vitest.cluster.ts
-TMPDIR="$tmp" BROWSERPLANE_CLUSTER_CGROUP_ROOT="$cgroup_root" BROWSERPLANE_CLUSTER_IMAGES="$images" \
+TMPDIR="$tmp" BROWSERPLANE_CLUSTER_CGROUP_ROOT="$cgroup_root" BROWSERPLANE_CLUSTER_IMAGES="$images" BROWSERPLANE_TEST_IMAGES="$built_images" \
   unshare --net --mount --pid --fork --mount-proc --propagation private -- "$0" --inside "$@"

