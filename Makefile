@@ -5,7 +5,7 @@ NPM ?= npm
 VITEST := node_modules/.bin/vitest
 DEPS_STAMP := node_modules/.deps-stamp
 
-.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s test-faults soak k8s-binaries helm-binary fuzz reliability bench clean
+.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s test-faults soak k8s-binaries helm-binary fuzz reliability bench clean images test-images
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -51,6 +51,12 @@ helm-binary: ## Build Helm v3 from Go modules when missing (cold: ~10 min on a b
 
 test-k8s: build k8s-binaries helm-binary ## Kubernetes tier: CRDs, leases, the operator and the Helm chart against a real kube-apiserver + etcd
 	$(VITEST) run --config test/vitest.k8s.ts
+
+images: ## Build the api/operator and browser images (docker, else podman; cold ~15 min, warm seconds); prints refs and ctr-importable archives
+	scripts/images.sh
+
+test-images: deps images k8s-binaries ## Image tier: both images run as the chart's pods (podman + runc, read-only root, uid 10001) against Postgres and a kube-apiserver
+	$(VITEST) run --config test/vitest.images.ts
 
 test-faults: build test-packages ## Fault tier: the service SIGKILLed mid-operation, Postgres restarted under load, Chromium and agents killed under live clients (FAULT_ROUNDS, FAULT_SEED)
 	$(VITEST) run --config test/vitest.faults.ts
