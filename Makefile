@@ -52,7 +52,7 @@ helm-binary: ## Build Helm v3 from Go modules when missing (cold: ~10 min on a b
 test-k8s: build k8s-binaries helm-binary ## Kubernetes tier: CRDs, leases, the operator and the Helm chart against a real kube-apiserver + etcd
 	$(VITEST) run --config test/vitest.k8s.ts
 
-images: ## Build the api/operator and browser images (docker, else podman; cold ~15 min, warm seconds); prints refs and ctr-importable archives
+images: ## Build the api/operator and browser images (docker, else podman; cold ~6 min on 2 cores, warm ~10 s); prints refs and ctr-importable archives
 	scripts/images.sh
 
 test-images: deps images k8s-binaries ## Image tier: both images run as the chart's pods (podman + runc, read-only root, uid 10001) against Postgres and a kube-apiserver
