@@ -5,7 +5,7 @@ NPM ?= npm
 VITEST := node_modules/.bin/vitest
 DEPS_STAMP := node_modules/.deps-stamp
 
-.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s test-cluster test-faults soak k8s-binaries helm-binary fuzz reliability bench clean
+.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s test-cluster test-faults soak k8s-binaries helm-binary fuzz reliability bench clean images test-images
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -54,6 +54,12 @@ test-k8s: build k8s-binaries helm-binary ## Kubernetes tier: CRDs, leases, the o
 
 test-cluster: deps ## Cluster tier: a real node (containerd + runc, kubelet, kube-proxy) runs pods from local images, all inside namespaces of its own (root; cold: ~13 min of builds)
 	scripts/cluster-test.sh
+
+images: ## Build the api/operator and browser images (docker, else podman; cold ~6 min on 2 cores, warm ~10 s); prints refs and ctr-importable archives
+	scripts/images.sh
+
+test-images: deps images k8s-binaries ## Image tier: both images run as the chart's pods (podman + runc, read-only root, uid 10001) against Postgres and a kube-apiserver
+	$(VITEST) run --config test/vitest.images.ts
 
 test-faults: build test-packages ## Fault tier: the service SIGKILLed mid-operation, Postgres restarted under load, Chromium and agents killed under live clients (FAULT_ROUNDS, FAULT_SEED)
 	$(VITEST) run --config test/vitest.faults.ts

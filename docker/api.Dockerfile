@@ -5,13 +5,17 @@
 # No Chromium here: browsers run in pods of the browser image (browser.Dockerfile).
 # Build from the repository root:  docker build -f docker/api.Dockerfile -t browserplane/api:0.1.0 .
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 # --- build: TypeScript -> dist/ with the dev dependencies (tsc) ---
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# build-ca: the build machine's extra CA certificates when its egress inspects TLS
+# (scripts/images.sh passes NODE_EXTRA_CA_CERTS); a secret, so no layer keeps it.
+RUN --mount=type=secret,id=build-ca \
+    if [ -s /run/secrets/build-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/build-ca; fi \
+ && npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY api ./api
 COPY operator ./operator
@@ -23,7 +27,9 @@ RUN node_modules/.bin/tsc -p tsconfig.build.json
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+RUN --mount=type=secret,id=build-ca \
+    if [ -s /run/secrets/build-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/build-ca; fi \
+ && npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
 # --- runtime ---
 FROM ${NODE_IMAGE}

@@ -6,13 +6,17 @@
 # 127.0.0.1 only, the sandbox on unless the kernel refuses it).
 # Build from the repository root:  docker build -f docker/browser.Dockerfile -t browserplane/browser:0.1.0 .
 
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 # --- build: TypeScript -> dist/ ---
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+# build-ca: the build machine's extra CA certificates when its egress inspects TLS
+# (scripts/images.sh passes NODE_EXTRA_CA_CERTS); a secret, so no layer keeps it.
+RUN --mount=type=secret,id=build-ca \
+    if [ -s /run/secrets/build-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/build-ca; fi \
+ && npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY api ./api
 COPY operator ./operator
@@ -24,9 +28,11 @@ RUN node_modules/.bin/tsc -p tsconfig.build.json
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+RUN --mount=type=secret,id=build-ca \
+    if [ -s /run/secrets/build-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/build-ca; fi \
+ && npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 
-# --- runtime: node 20 on Debian bookworm, Chromium from Debian's archive ---
+# --- runtime: Node 24 on Debian bookworm, Chromium from Debian's archive ---
 FROM ${NODE_IMAGE}
 # The Makefile's system-packages list (Chromium, Xvfb and the X tools for headful
 # browsers, live view and the computer API, zstd for profile archives, util-linux and

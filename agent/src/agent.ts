@@ -36,6 +36,15 @@ function unsupportedSettings(spec: BrowserLaunchSpec): string[] {
  * One browser's lifetime: serve health at once (503 while starting), launch Chromium,
  * serve CDP, and on shutdown or crash leave no process and no file behind.
  */
+/**
+ * What Chromium prints when the host refuses its namespace sandbox: a message naming the
+ * sandbox (no user namespaces), or, where user namespaces work but the seccomp profile
+ * refuses chroot to a process without CAP_SYS_CHROOT (podman's default profile in a pod
+ * with every capability dropped, test/images), a failed check of the zygote's chroot and
+ * the zygote's death, which never mention the sandbox.
+ */
+export const SANDBOX_REFUSED = /sandbox|sys_chroot|Zygote process exited prematurely/i;
+
 export class BrowserAgent {
   private phase: AgentPhase = 'starting';
   private chromium?: RunningChromium;
@@ -337,7 +346,7 @@ export class BrowserAgent {
     try {
       return await launchChromium({ ...launchOptions, sandbox });
     } catch (error) {
-      if (!sandbox || !(error instanceof ChromiumStartError) || !/sandbox/i.test(error.stderrTail)) throw error;
+      if (!sandbox || !(error instanceof ChromiumStartError) || !SANDBOX_REFUSED.test(error.stderrTail)) throw error;
       this.log.error({ stderr_tail: error.stderrTail }, 'SANDBOX OFF: this host does not allow the Chromium sandbox; relaunching with --no-sandbox');
       return launchChromium({ ...launchOptions, sandbox: false });
     }

@@ -7,6 +7,7 @@
  * a page in the pod that reaches the agent's port gets 401.
  */
 import type { V1Pod, V1PodSpec, V1Secret, V1Toleration } from '@kubernetes/client-node';
+import { MANAGED_POLICY_DIR } from '../../../agent/src/policy.js';
 import type { BrowserLaunchSpec } from '../ports/browser-runtime.js';
 
 export const AGENT_PORT = 9222;
@@ -127,18 +128,28 @@ export function browserPod(spec: BrowserLaunchSpec, options: BrowserPodOptions):
           resources: options.resources ?? { requests: { cpu: '250m', memory: '512Mi' }, limits: { memory: '2Gi' } },
           securityContext: {
             allowPrivilegeEscalation: false,
+            readOnlyRootFilesystem: true,
             capabilities: { drop: ['ALL'] },
           },
+          // The root filesystem is read-only (test/images runs the image so): these are
+          // the only places the agent, Chromium and Xvfb write.
           volumeMounts: [
             { name: 'work', mountPath: '/work' },
             // Chromium needs more shared memory than a container's default 64 MiB.
             { name: 'dshm', mountPath: '/dev/shm' },
+            // Xvfb's socket dir (/tmp/.X11-unix) and lock files of headful browsers.
+            { name: 'tmp', mountPath: '/tmp' },
+            // Where Chromium reads managed policy: the agent writes chrome_policy there
+            // (agent/src/policy.ts); the fsGroup makes the emptyDir the agent's.
+            { name: 'policies', mountPath: MANAGED_POLICY_DIR },
           ],
         },
       ],
       volumes: [
         { name: 'work', emptyDir: {} },
         { name: 'dshm', emptyDir: { medium: 'Memory', sizeLimit: '1Gi' } },
+        { name: 'tmp', emptyDir: {} },
+        { name: 'policies', emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } },
       ],
     },
   };
