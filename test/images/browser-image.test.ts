@@ -68,7 +68,13 @@ async function startBrowserPod(options: { seccomp: 'runtime-default' | 'unconfin
     auth,
     health: async () => (await (await fetch(`${url}/health`, { headers: auth })).json()) as Awaited<ReturnType<BrowserPod['health']>>,
   };
-  await waitUntil('the agent is ready', async () => (await browserPod.health()).status === 'ready', 60_000, async () => (await pod.running()) + '\n' + (await pod.logs()).slice(-4000));
+  try {
+    await waitUntil('the agent is ready', async () => (await browserPod.health()).status === 'ready', 60_000, async () => (await pod.running()) + '\n' + (await pod.logs()).slice(-4000));
+  } catch (error) {
+    // No test holds the pod yet: remove it here, or a failed start leaves it behind.
+    await pod.remove();
+    throw error;
+  }
   return browserPod;
 }
 
