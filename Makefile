@@ -67,12 +67,13 @@ test-faults: build test-packages ## Fault tier: the service SIGKILLed mid-operat
 soak: build system-packages ## Soak: session, pool and API loops for SOAK_MINUTES (default 3), failing on leaks of fds, processes, connections or memory
 	SOAK_MINUTES=$${SOAK_MINUTES:-3} node dist/bench/soak.js
 
-test: deps test-packages ## Everything CI runs: lint, type check, every test tier, the short soak and the short API fuzz
+test: deps test-packages ## Everything CI runs: lint, type check, every test tier, the short soak, the short API fuzz, then the container tiers (images, cluster) once their caches are warm (scripts/container-tiers.sh)
 	@rm -rf .test-results
 	$(MAKE) --no-print-directory lint typecheck
 	$(MAKE) --no-print-directory test-unit test-integration test-e2e test-k8s test-faults
 	SOAK_MINUTES=3 $(MAKE) --no-print-directory soak
 	FUZZ_RESULTS=.test-results/fuzz.counts $(MAKE) --no-print-directory fuzz
+	scripts/container-tiers.sh
 	@node scripts/test-summary.mjs
 
 crds: build ## Regenerate crds/ (and the chart's copy) from the API's zod schemas (a unit test fails when they are stale)

@@ -108,6 +108,9 @@ done
 # Temp files of the run (etcd data, containerd root, kubelet root, logs) go in one directory
 # that is removed once the namespaces, and with them every mount into it, are gone.
 tmp=$(mktemp -d /tmp/browserplane-cluster.XXXXXX)
+# Traversable (not listable) by others: Postgres of the Helm test runs as its own user and
+# initdb reads its password file from TMPDIR.
+chmod 0711 "$tmp"
 trap 'cleanup_cgroups; for d in "${made_dirs[@]}"; do rmdir "$d" 2>/dev/null || true; done; [[ -n "${BROWSERPLANE_K8S_KEEP_LOGS:-}" ]] && echo "cluster-test: logs kept in $tmp" >&2 || rm -rf "$tmp"' EXIT
 
 (( $# )) || set -- node_modules/.bin/vitest run --config test/vitest.cluster.ts

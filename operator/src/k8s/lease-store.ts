@@ -1,4 +1,4 @@
-import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease, type V1ObjectMeta } from '@kubernetes/client-node';
 import type { LeaseRecord, LeaseStore, StoredLease } from './leader-election.js';
 
 /** The status code of a failed Kubernetes API call, or undefined for other errors. */
@@ -9,10 +9,13 @@ export function statusOf(error: unknown): number | undefined {
 /** One coordination.k8s.io/v1 Lease, read and compare-and-swapped through the API server. */
 export function kubernetesLeaseStore(config: KubeConfig, namespace: string, name: string): LeaseStore {
   const api = config.makeApiClient(CoordinationV1Api);
+  // The labels and annotations last read, written back on update: a replace without them
+  // would strip what others set (the chart renders this Lease, and Helm tracks it by them).
+  let kept: Pick<V1ObjectMeta, 'labels' | 'annotations'> = {};
   const toLease = (record: LeaseRecord, resourceVersion?: string): V1Lease => ({
     apiVersion: 'coordination.k8s.io/v1',
     kind: 'Lease',
-    metadata: { name, namespace, ...(resourceVersion ? { resourceVersion } : {}) },
+    metadata: { name, namespace, ...(resourceVersion ? { ...kept, resourceVersion } : {}) },
     spec: {
       holderIdentity: record.holderIdentity,
       leaseDurationSeconds: record.leaseDurationSeconds,
@@ -26,6 +29,7 @@ export function kubernetesLeaseStore(config: KubeConfig, namespace: string, name
       try {
         const lease = await api.readNamespacedLease({ name, namespace });
         const spec = lease.spec ?? {};
+        kept = { ...(lease.metadata?.labels ? { labels: lease.metadata.labels } : {}), ...(lease.metadata?.annotations ? { annotations: lease.metadata.annotations } : {}) };
         return {
           resourceVersion: lease.metadata!.resourceVersion!,
           record: {

@@ -161,6 +161,8 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       `--advertise-address=${address}`,
       `--service-cluster-ip-range=${options.serviceClusterIpRange ?? '10.0.0.0/24'}`,
       '--allow-privileged=true',
+      // Reaching a kubelet (logs, exec) by its InternalIP: node names resolve nowhere here.
+      '--kubelet-preferred-address-types=InternalIP,Hostname',
       // Without a controller-manager nothing creates the default service account.
       ...(options.serviceAccountAdmission ? [] : ['--disable-admission-plugins=ServiceAccount']),
       `--authorization-mode=${options.authorizationMode ?? 'RBAC'}`,
