@@ -2,6 +2,20 @@
  * The test suite's node agent: what the scheduler and a kubelet do for browser pods, with
  * real processes, so the kubernetes tier runs Chromium without a container runtime.
  *
+ * A FAKE KUBELET, and why it stays (issue 17): the real node is the cluster tier
+ * (test/cluster/, `make test-cluster`: kubelet, containerd, runc, kube-proxy, our images,
+ * Helm end to end). This agent stays for the Kubernetes tier's operator and runtime tests
+ * (api-kubernetes-mode, browser-pod-placement, browser-session-reconciler, gitops-pool,
+ * gitops-pool-failover, kubernetes-runtime, operator-events, operator-process) because
+ * that tier runs on every `make test`, a fresh machine's included, where the images and the
+ * node binaries are not built yet (building them would take a cold run past an hour; see
+ * scripts/container-tiers.sh), and because several of those tests need what a kubelet does
+ * not offer a test: several nodes with chosen labels and taints at once (placement), a pod's
+ * agent killed at an exact moment and observed from the host (failover, faults), pods in
+ * many namespaces started in well under a second each. What it cannot show (the pod spec
+ * applied by a kubelet: securityContext, read-only root, probes, limits, Secrets as env,
+ * termination; the image itself) the cluster tier shows on the real node.
+ *
  * - Node: registered with a Ready condition and capacity; kept alive with a Lease in
  *   kube-node-lease renewed every 10 s, as kubelets have done since NodeLease went GA
  *   (1.17): the lease is the heartbeat, a full status write only happens on change. No
@@ -402,8 +416,11 @@ export async function startNodeAgent(options: NodeAgentOptions): Promise<NodeAge
       } else if (from.fieldRef) value = fieldValue(pod, podIP, from.fieldRef.fieldPath);
       else throw new ConfigError('CreateContainerConfigError', `env ${variable.name}: only value, secretKeyRef, configMapKeyRef and fieldRef are supported`);
       if (value === undefined) continue;
-      for (const [mountPath, dir] of volumes) if (value === mountPath || value.startsWith(`${mountPath}/`)) value = dir + value.slice(mountPath.length);
-      env[variable.name] = value;
+      // Once, by the longest mount path the value lies under: the rewritten value is a host
+      // path (under /tmp), which must not be taken for the pod's /tmp mount in turn.
+      const given = value;
+      const under = [...volumes].filter(([mountPath]) => given === mountPath || given.startsWith(`${mountPath}/`)).sort((a, b) => b[0].length - a[0].length)[0];
+      env[variable.name] = under ? under[1] + given.slice(under[0].length) : given;
     }
     return env;
   }
