@@ -16,6 +16,26 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
 
+/** The browser file API's limits: the API passes them to local agents, the operator to browser pods (AGENT_FS_*). */
+export const browserFsLimitFields = {
+  BROWSERPLANE_BROWSER_DISK_QUOTA_MB: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(16 * 1024 * 1024)
+    .default(1024)
+    .describe('Disk quota of one browser\'s files (file API writes, uploads and the browser\'s own downloads), MiB; 0 turns it off'),
+  BROWSERPLANE_BROWSER_ZIP_MAX_MB: positiveInt(16 * 1024 * 1024).default(512).describe('Largest total uncompressed size of one upload_zip, MiB'),
+  BROWSERPLANE_BROWSER_ZIP_MAX_ENTRIES: positiveInt(10_000_000).default(10_000).describe('Most entries one upload_zip may hold'),
+  BROWSERPLANE_BROWSER_ZIP_MAX_RATIO: positiveInt(1_000_000)
+    .default(100)
+    .describe('Most an upload_zip past 1 MiB uncompressed may expand, as uncompressed size over the zip\'s size'),
+  BROWSERPLANE_BROWSER_FS_MAX_DEPTH: positiveInt(2048).default(64).describe('Deepest path (components below "/") the browser file API creates or walks'),
+  BROWSERPLANE_BROWSER_FS_MAX_WALK_ENTRIES: positiveInt(100_000_000)
+    .default(100_000)
+    .describe('Most entries one directory walk of a browser\'s files visits (download_dir_zip, the quota\'s measure)'),
+};
+
 export const configSchema = z.object({
   HOST: z.string().min(1).default('127.0.0.1').describe('Address the HTTP server listens on'),
   PORT: port.default(8080).describe('Port the HTTP server listens on (0 picks a free port)'),
@@ -111,22 +131,7 @@ export const configSchema = z.object({
       }
     }, 'comma-separated IP addresses and CIDRs')
     .describe('With BROWSERPLANE_BLOCK_PRIVATE_NETWORKS: addresses and CIDRs pages may reach anyway, comma-separated (an internal site, an in-network proxy)'),
-  BROWSERPLANE_BROWSER_DISK_QUOTA_MB: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(16 * 1024 * 1024)
-    .default(1024)
-    .describe('Disk quota of one browser\'s files (file API writes, uploads and the browser\'s own downloads), MiB; 0 turns it off'),
-  BROWSERPLANE_BROWSER_ZIP_MAX_MB: positiveInt(16 * 1024 * 1024).default(512).describe('Largest total uncompressed size of one upload_zip, MiB'),
-  BROWSERPLANE_BROWSER_ZIP_MAX_ENTRIES: positiveInt(10_000_000).default(10_000).describe('Most entries one upload_zip may hold'),
-  BROWSERPLANE_BROWSER_ZIP_MAX_RATIO: positiveInt(1_000_000)
-    .default(100)
-    .describe('Most an upload_zip past 1 MiB uncompressed may expand, as uncompressed size over the zip\'s size'),
-  BROWSERPLANE_BROWSER_FS_MAX_DEPTH: positiveInt(2048).default(64).describe('Deepest path (components below "/") the browser file API creates or walks'),
-  BROWSERPLANE_BROWSER_FS_MAX_WALK_ENTRIES: positiveInt(100_000_000)
-    .default(100_000)
-    .describe('Most entries one directory walk of a browser\'s files visits (download_dir_zip, the quota\'s measure)'),
+  ...browserFsLimitFields,
   BROWSERPLANE_SESSION_UID_BASE: z.coerce
     .number()
     .int()
@@ -178,7 +183,9 @@ export function databaseTimeouts(config: Config): DatabaseTimeouts {
 }
 
 /** The browser file API's limits as the agent's AGENT_FS_* variables (agent/src/config.ts). */
-export function agentFsEnv(config: Config): Record<`AGENT_FS_${string}`, string> {
+export type BrowserFsLimits = { [K in keyof typeof browserFsLimitFields]: z.infer<(typeof browserFsLimitFields)[K]> };
+
+export function agentFsEnv(config: BrowserFsLimits): Record<`AGENT_FS_${string}`, string> {
   return {
     AGENT_FS_QUOTA_MB: String(config.BROWSERPLANE_BROWSER_DISK_QUOTA_MB),
     AGENT_FS_ZIP_MAX_MB: String(config.BROWSERPLANE_BROWSER_ZIP_MAX_MB),

@@ -1,5 +1,6 @@
 import os from 'node:os';
 import { z } from 'zod';
+import { browserFsLimitFields } from '../../api/src/config.js';
 import { decodeKey } from '../../api/src/crypto/sealer.js';
 
 /**
@@ -74,6 +75,8 @@ export const operatorConfigSchema = z
     BROWSERPLANE_OPERATOR_HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(8081).describe('Port of /healthz and /readyz (0 picks a free one)'),
     BROWSERPLANE_BROWSER_POD: jsonOf(browserPodSchema).describe('JSON: what every browser pod gets (image, pull policy, resources, …)'),
     BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: z.coerce.number().int().min(1000).max(3_600_000).default(120_000).describe('How long a browser pod may take to become Ready (image pull included)'),
+    // The browser file API's limits, passed to every browser pod as AGENT_FS_* (the API's own settings).
+    ...browserFsLimitFields,
     BROWSERPLANE_BROWSER_TERMINATE_GRACE_MS: z.coerce.number().int().min(0).max(600_000).default(10_000).describe('How long a deleted session’s browser gets to close before its pod is killed'),
     BROWSERPLANE_OPERATOR_WORKERS: z.coerce.number().int().min(1).max(64).default(4).describe('Reconciles run at once per controller'),
     BROWSERPLANE_OPERATOR_RESYNC_SECONDS: z.coerce.number().int().min(1).max(86_400).default(300).describe('How often every resource is reconciled again even without a change'),

@@ -13,6 +13,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { agentFsEnv } from '../../api/src/config.js';
 import { installOutboundDispatcher } from '../../api/src/http/outbound.js';
 import { createLogger } from '../../api/src/logger.js';
 import { OperatorConfigError, parseOperatorConfig, type OperatorConfig } from './config.js';
@@ -139,7 +140,8 @@ async function lead(config: OperatorConfig, kube: KubeConfig, log: Logger, state
     namespace: config.POD_NAMESPACE,
     // Every setting, placement included (nodeSelector, tolerations, …): browser-pod.ts
     // leaves out the ones the chart passes empty.
-    pod,
+    // The disk quota and upload limits hold in pods as on a local host.
+    pod: { ...pod, agentEnv: agentFsEnv(config) },
     log,
     agentTokens: agentTokensFrom(config.BROWSERPLANE_ENCRYPTION_KEY),
     launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,

@@ -206,6 +206,8 @@ describe('helm install of charts/browserplane on a real node', () => {
       expect(isReady(pod)).toBe(true);
       expect(pod.spec!.containers[0]!.image).toContain('browserplane/browser:');
       expect(pod.status!.containerStatuses![0]!.imageID).toBeTruthy();
+      // The operator's file API limits reach the pod's agent (the documented default quota).
+      expect(pod.spec!.containers[0]!.env!.find((e) => e.name === 'AGENT_FS_QUOTA_MB')?.value).toBe('1024');
       timings[`browserPodStartToReadyMs_${poolId === apiPoolId ? 'api' : 'gitops'}`] = startToReadyMs(pod);
     }
   }, 300_000);

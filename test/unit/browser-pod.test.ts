@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { BROWSER_SECRET_KEYS, browserPod, browserPodName, browserSecret, type BrowserPodOptions } from '../../operator/src/k8s/browser-pod.js';
+import { agentFsEnv } from '../../api/src/config.js';
+import { parseOperatorConfig } from '../../operator/src/config.js';
 import { agentTokensFrom } from '../../operator/src/runtime/agent-client.js';
 import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
 
@@ -58,5 +60,16 @@ describe('the browser pod’s agent token', () => {
     for (const probe of [container.readinessProbe, container.livenessProbe]) {
       expect(probe?.httpGet).toEqual({ path: '/health', port: 'agent' });
     }
+  });
+
+  const operatorEnv = { BROWSERPLANE_ENCRYPTION_KEY: 'a'.repeat(64), BROWSERPLANE_BROWSER_POD: JSON.stringify({ image: 'browserplane/browser:1' }) };
+  it('hands the file API limits to the agent, as the operator passes them from its settings', () => {
+    const limits = agentFsEnv(parseOperatorConfig({ ...operatorEnv, BROWSERPLANE_BROWSER_DISK_QUOTA_MB: '256' }));
+    const env = browserPod(spec, { ...base, agentEnv: limits }).spec!.containers[0]!.env!;
+    expect(env.find((e) => e.name === 'AGENT_FS_QUOTA_MB')).toEqual({ name: 'AGENT_FS_QUOTA_MB', value: '256' });
+    expect(env.filter((e) => e.name.startsWith('AGENT_FS_')).map((e) => e.name).sort()).toEqual(Object.keys(limits).sort());
+    // The defaults when nothing is set: the documented 1024 MiB quota.
+    expect(agentFsEnv(parseOperatorConfig(operatorEnv)).AGENT_FS_QUOTA_MB).toBe('1024');
+    expect(browserPod(spec, base).spec!.containers[0]!.env!.some((e) => e.name.startsWith('AGENT_FS_'))).toBe(false);
   });
 });

@@ -44,6 +44,8 @@ export interface BrowserPodOptions {
   nodeSelector?: Record<string, string> | null;
   tolerations?: readonly V1Toleration[] | null;
   runtimeClassName?: string | null;
+  /** More agent environment, e.g. the file API's limits (AGENT_FS_*). */
+  agentEnv?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -119,6 +121,7 @@ export function browserPod(spec: BrowserLaunchSpec, options: BrowserPodOptions):
             // A folder inside the volume, not its mount point: the agent removes its work
             // dir at shutdown, and removing a mount point fails (EBUSY).
             { name: 'AGENT_WORK_DIR', value: '/work/browser' },
+            ...Object.entries(options.agentEnv ?? {}).map(([envName, value]) => ({ name: envName, value })),
           ],
           // The agent's last log lines become the pod's termination message when it fails.
           terminationMessagePolicy: 'FallbackToLogsOnError',
