@@ -193,14 +193,18 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
       // client certificates out of the harness.
       const kubeconfig = path.join(dir, 'admin.kubeconfig');
       await writeFile(kubeconfig, tokenKubeconfig(server, caFile, adminToken), { mode: 0o600 });
+      // One replica each, serving no port of their own.
+      const common = [
+        `--kubeconfig=${kubeconfig}`,
+        `--authentication-kubeconfig=${kubeconfig}`,
+        `--authorization-kubeconfig=${kubeconfig}`,
+        '--leader-elect=false',
+        '--bind-address=127.0.0.1',
+        '--secure-port=0',
+      ];
       if (options.controllerManager) {
         launch('kube-controller-manager', [
-          `--kubeconfig=${kubeconfig}`,
-          `--authentication-kubeconfig=${kubeconfig}`,
-          `--authorization-kubeconfig=${kubeconfig}`,
-          '--leader-elect=false',
-          '--bind-address=127.0.0.1',
-          '--secure-port=0',
+          ...common,
           // Every controller a default cluster runs (serviceaccount, serviceaccount-token,
           // root-ca-certificate-publisher, deployment, replicaset, statefulset, endpointslice,
           // garbage-collector, namespace, pod-garbage-collector, …).
@@ -214,14 +218,7 @@ export async function startControlPlane(options: ControlPlaneOptions = {}): Prom
         ]);
       }
       if (options.scheduler) {
-        launch('kube-scheduler', [
-          `--kubeconfig=${kubeconfig}`,
-          `--authentication-kubeconfig=${kubeconfig}`,
-          `--authorization-kubeconfig=${kubeconfig}`,
-          '--leader-elect=false',
-          '--bind-address=127.0.0.1',
-          '--secure-port=0',
-        ]);
+        launch('kube-scheduler', common);
       }
     }
     return { server, caFile, adminToken, nobodyToken, dir, bin, launch, checkAlive, stop };
