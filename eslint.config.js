@@ -2,6 +2,13 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/** Forbids imports matching `patterns` (gitignore-style globs, or `{regex}`) in `files`. */
+function boundary(files, patterns, message) {
+  const globs = patterns.filter((p) => typeof p === 'string');
+  const regexes = patterns.filter((p) => typeof p !== 'string').map(({ regex }) => ({ regex, message }));
+  return [{ files, rules: { 'no-restricted-imports': ['error', { patterns: [{ group: globs, message }, ...regexes] }] } }];
+}
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', '.data/**', '.cache/**', 'coverage/**'] },
   js.configs.recommended,
@@ -19,6 +26,18 @@ export default tseslint.config(
       eqeqeq: ['error', 'always'],
     },
   },
+  // Package boundaries (docs/ARCHITECTURE.md): contract/ and lib/ are what the packages
+  // share and import none of them; the agent runs in the browser's sandbox or pod and
+  // knows only the contract; the API never reaches into the operator; the operator uses
+  // the API through its facades (api/src/index.ts and modules/<m>/index.ts) only.
+  ...boundary(['contract/**', 'lib/**'], ['**/api/**', '**/operator/**', '**/agent/**'], 'contract/ and lib/ are shared by every package and import none of them'),
+  ...boundary(['agent/**'], ['**/api/**', '**/operator/**'], 'the agent imports only contract/ and lib/'),
+  ...boundary(['api/**'], ['**/operator/**', '**/agent/**'], 'the API imports contract/ and lib/, never operator/ or agent/'),
+  ...boundary(
+    ['operator/**'],
+    ['**/agent/**', { regex: '(^|/)api/src/(?!index\\.js$|modules/[^/]+/index\\.js$)' }],
+    'the operator reaches the API only through api/src/index.ts and modules/<m>/index.ts',
+  ),
   {
     files: ['test/**', 'bench/**'],
     rules: {

@@ -13,7 +13,7 @@ import type { ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import { createInterface } from 'node:readline';
 import { Agent, request } from 'undici';
-import { resolveSystemUser } from '../agent/src/system-user.js';
+import { resolveSystemUser } from '../lib/system-user.js';
 import { defaultPoolLaunchConcurrency } from '../api/src/modules/browser-pools/manager.js';
 import { launchBareChromium, type BareChromium } from './chromium.js';
 import { listeningUrl, startBuiltService } from './service-process.js';

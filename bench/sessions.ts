@@ -11,7 +11,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { resolveSystemUser } from '../agent/src/system-user.js';
+import { resolveSystemUser } from '../lib/system-user.js';
 import { launchBareChromium } from './chromium.js';
 import { listeningUrl, startBuiltService } from './service-process.js';
 

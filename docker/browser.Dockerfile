@@ -21,6 +21,8 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY api ./api
 COPY operator ./operator
 COPY agent ./agent
+COPY contract ./contract
+COPY lib ./lib
 COPY bench ./bench
 RUN node_modules/.bin/tsc -p tsconfig.build.json
 

@@ -2,14 +2,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import type { Readable, Writable } from 'node:stream';
 import type { Logger } from 'pino';
-import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
+import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
 import { CdpMux } from './cdp/mux.js';
 import type { CdpPolicy } from './cdp/policy.js';
 import { CdpPipe } from './cdp/pipe.js';
-import type { SystemUser } from './system-user.js';
+import type { SystemUser } from '../../lib/system-user.js';
 import type { XDisplay } from './display.js';
 import { innerPid, killWrapped, wrappedExit } from './isolation.js';
-import { killProcessGroup, waitForProcessGroupExit } from './process-group.js';
+import { killProcessGroup, waitForProcessGroupExit } from '../../lib/process-group.js';
 import type { WorkDir } from './work-dir.js';
 
 /**

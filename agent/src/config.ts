@@ -1,5 +1,5 @@
-import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
-import { parseEgressEnv, type EgressRules } from './egress.js';
+import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
+import { parseEgressEnv, type EgressRules } from '../../contract/egress.js';
 
 /**
  * The agent is configured by its environment alone, because the same code runs as a

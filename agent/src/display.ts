@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { SystemUser } from './system-user.js';
-import { isProcessAlive, killProcessGroup, signalProcessGroup, waitForProcessGroupExit } from './process-group.js';
+import type { SystemUser } from '../../lib/system-user.js';
+import { isProcessAlive, killProcessGroup, signalProcessGroup, waitForProcessGroupExit } from '../../lib/process-group.js';
 
 /**
  * The virtual display of a headful browser: one Xvfb per browser, so live view and the

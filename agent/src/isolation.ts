@@ -1,7 +1,7 @@
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { killProcessGroup } from './process-group.js';
-import type { SystemUser } from './system-user.js';
+import { killProcessGroup } from '../../lib/process-group.js';
+import type { SystemUser } from '../../lib/system-user.js';
 
 /**
  * Embedded mode runs many browsers on one host, each for whoever holds its session, and

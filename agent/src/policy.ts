@@ -16,7 +16,9 @@ import type { BindMount } from './isolation.js';
  * written straight into the directory when it is writable.
  */
 
-export const MANAGED_POLICY_DIR = '/etc/chromium/policies/managed';
+import { MANAGED_POLICY_DIR } from '../../contract/agent-env.js';
+
+export { MANAGED_POLICY_DIR };
 const POLICY_FILE = 'browserplane-session.json';
 
 /** How Chromium must be started so that it reads the browser's policy. */

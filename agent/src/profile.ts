@@ -5,9 +5,9 @@ import path from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Logger } from 'pino';
-import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
-import { extractArchive, packProfile } from './profile-archive.js';
-import type { SystemUser } from './system-user.js';
+import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
+import { extractArchive, packProfile } from '../../lib/profile-archive.js';
+import type { SystemUser } from '../../lib/system-user.js';
 
 /**
  * The session's profile, fetched from the service before Chromium starts and sent back

@@ -4,8 +4,8 @@ import https from 'node:https';
 import { createServer, isIP, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { PrepareRequestFunctionOpts, PrepareRequestFunctionResult, RequestError, Server } from 'proxy-chain';
-import type { ProxySpec } from '../../operator/src/ports/browser-runtime.js';
-import { isRefusedAddress, OPEN_EGRESS, type EgressRules } from './egress.js';
+import type { ProxySpec } from '../../contract/browser-runtime.js';
+import { isRefusedAddress, OPEN_EGRESS, type EgressRules } from '../../contract/egress.js';
 import { loopbackPeerUid } from './peer-uid.js';
 
 /**

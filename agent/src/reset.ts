@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { BrowserResetReport } from '../../operator/src/ports/browser-runtime.js';
+import type { BrowserResetReport } from '../../contract/browser-runtime.js';
 import type { RunningChromium } from './chromium.js';
 import type { ConnectionTracker } from './connections.js';
 import { sendJson } from './http-json.js';

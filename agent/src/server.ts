@@ -7,7 +7,7 @@ import { handleComputerRequest } from './computer/routes.js';
 import { sendJson } from './http-json.js';
 import { accessRefusal, bearerMatches, originRefusal, refuseUpgrade, UNAUTHORIZED } from './access.js';
 import type { ConnectionTracker } from './connections.js';
-import type { BrowserResetReport } from '../../operator/src/ports/browser-runtime.js';
+import type { BrowserResetReport } from '../../contract/browser-runtime.js';
 import type { ResetRequest } from './reset.js';
 
 /**

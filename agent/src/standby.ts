@@ -5,7 +5,7 @@ import type { BrowserAgent } from './agent.js';
 import { bearerMatches, originRefusal } from './access.js';
 import { parseChromiumUid, parseLaunchSpec, parseToken, type StandbyConfig } from './config.js';
 import { sendJson } from './http-json.js';
-import { reportPort } from './port-file.js';
+import { reportPort } from '../../lib/port-file.js';
 
 /**
  * Standby mode (AGENT_STANDBY=1, no AGENT_SPEC). Node's start and the agent's module

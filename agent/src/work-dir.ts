@@ -1,7 +1,7 @@
 import { chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { firstBlockedDir, type SystemUser } from './system-user.js';
+import { firstBlockedDir, type SystemUser } from '../../lib/system-user.js';
 
 /**
  * Everything Chromium writes goes under one per-browser directory: the user-data dir,

@@ -6,8 +6,8 @@ import type { DatabaseSupervision } from './db/postgres-supervisor.js';
 import type { EventHub } from './events/hub.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
-import type { BrowserRuntime } from '../../operator/src/ports/browser-runtime.js';
-import type { AgentTokens } from '../../operator/src/runtime/agent-client.js';
+import type { BrowserRuntime } from '../../contract/browser-runtime.js';
+import type { AgentTokens } from '../../contract/agent-client.js';
 
 /** Counts what still lives in a project; a project with any of it cannot be deleted. */
 export type ProjectResourceCounter = (

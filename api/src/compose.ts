@@ -5,13 +5,13 @@
  */
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { BrowserRuntime } from '../../operator/src/ports/browser-runtime.js';
-import { parseAllowedNetworks } from '../../agent/src/egress.js';
+import type { BrowserRuntime } from '../../contract/browser-runtime.js';
+import { parseAllowedNetworks } from '../../contract/egress.js';
 import type { AppDeps } from './app-deps.js';
 import { systemClock } from './clock.js';
 import { databaseTimeouts, type Config } from './config.js';
 import { createSealer } from './crypto/sealer.js';
-import { agentTokensFrom } from '../../operator/src/runtime/agent-client.js';
+import { agentTokensFrom } from '../../contract/agent-client.js';
 import type { Db } from './db/pool.js';
 import { createPgEventHub } from './events/hub.js';
 import { loadProxyUpstreams } from './modules/proxies/upstreams.js';

@@ -18,10 +18,10 @@ import { poolManager } from './modules/browser-pools/manager.js';
 import { authFlows } from './modules/auth-connections/engine/flows.js';
 import { closeProfileWriters, liveProfileWriters } from './modules/browsers/profile-archive-stop.js';
 import { KubeConfig } from '@kubernetes/client-node';
-import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
-import { createCustomResourceRuntime } from '../../operator/src/runtime/custom-resource-runtime.js';
-import type { BrowserRuntime } from '../../operator/src/ports/browser-runtime.js';
-import { agentTokensFrom, type AgentTokens } from '../../operator/src/runtime/agent-client.js';
+import { createLocalRuntime } from './runtime/local-runtime.js';
+import { createCustomResourceRuntime } from './runtime/custom-resource-runtime.js';
+import type { BrowserRuntime } from '../../contract/browser-runtime.js';
+import { agentTokensFrom, type AgentTokens } from '../../contract/agent-client.js';
 import { loadEncryptionKey } from './crypto/sealer.js';
 
 /** How long each browser gets for Browser.close when the service stops. */

@@ -1,7 +1,7 @@
 import os from 'node:os';
 import { z } from 'zod';
-import { browserFsLimitFields } from '../../api/src/config.js';
-import { decodeKey } from '../../api/src/crypto/sealer.js';
+import { browserFsLimitFields } from '../../api/src/index.js';
+import { decodeKey } from '../../api/src/index.js';
 
 /**
  * Every setting the operator reads, as one zod schema over the environment; parsed once in

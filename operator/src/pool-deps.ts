@@ -7,13 +7,13 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import type { AppDeps } from '../../api/src/app-deps.js';
-import { databaseTimeouts, parseConfig } from '../../api/src/config.js';
-import { createPool } from '../../api/src/db/pool.js';
-import { composeAppDeps } from '../../api/src/compose.js';
-import { createCustomResourceRuntime } from './runtime/custom-resource-runtime.js';
-import { agentTokensFrom } from './runtime/agent-client.js';
-import { loadEncryptionKey } from '../../api/src/crypto/sealer.js';
+import type { AppDeps } from '../../api/src/index.js';
+import { databaseTimeouts, parseConfig } from '../../api/src/index.js';
+import { createPool } from '../../api/src/index.js';
+import { composeAppDeps } from '../../api/src/index.js';
+import { createCustomResourceRuntime } from '../../api/src/index.js';
+import { agentTokensFrom } from '../../contract/agent-client.js';
+import { loadEncryptionKey } from '../../api/src/index.js';
 
 export interface PoolReconcilerDeps {
   deps: AppDeps;

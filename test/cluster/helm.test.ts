@@ -21,7 +21,7 @@ import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BROWSER_ID_LABEL, labelValue } from '../../operator/src/k8s/browser-pod.js';
 import { GROUP, VERSION } from '../../operator/src/k8s/crds.js';
-import { idOfResourceName, LABELS, PLURALS } from '../../operator/src/k8s/resources.js';
+import { idOfResourceName, LABELS, PLURALS } from '../../contract/kinds.js';
 import { CHART, helm, succeeded } from '../k8s/support/helm.js';
 import { ensureBinaries } from '../k8s/support/control-plane.js';
 import { clusterKubeConfig, loadImage } from './support/cluster.js';

@@ -2,8 +2,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { processGroupsMentioning } from '../../operator/src/runtime/agent-process.js';
-import type { BrowserRecord } from '../../operator/src/runtime/browser-records.js';
+import { processGroupsMentioning } from '../../api/src/runtime/agent-process.js';
+import type { BrowserRecord } from '../../api/src/runtime/browser-records.js';
 import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
 
 /**

@@ -15,7 +15,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { EmbeddedPostgres } from '../../api/src/db/embedded-postgres.js';
 import { createLogger } from '../../api/src/logger.js';
-import { API_VERSION, PLURALS } from '../../operator/src/k8s/resources.js';
+import { API_VERSION, PLURALS } from '../../contract/kinds.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from '../k8s/support/kube.js';
 import { freePort, POD_UID, processStatus, startPod, waitUntil, type Pod } from './support/containers.js';
 

@@ -8,8 +8,8 @@ import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { createLogger } from '../../api/src/logger.js';
-import { BrowserResetError, type BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
-import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+import { BrowserResetError, type BrowserLaunchSpec } from '../../contract/browser-runtime.js';
+import { createLocalRuntime, type LocalRuntime } from '../../api/src/runtime/local-runtime.js';
 import { AgentDirectory, testAgentTokens } from '../support/agent-access.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 

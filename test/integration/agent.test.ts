@@ -6,8 +6,8 @@ import path from 'node:path';
 import { chromium } from 'playwright-core';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { processGroupMembers } from '../../agent/src/process-group.js';
-import { freePort } from '../../operator/src/runtime/agent-process.js';
+import { processGroupMembers } from '../../lib/process-group.js';
+import { freePort } from '../../api/src/runtime/agent-process.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { agentAuth, fakeChromiumDir, testAgentTokens } from '../support/agent-access.js';
 

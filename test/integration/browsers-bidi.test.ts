@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { systemClock } from '../../api/src/clock.js';
 import { IdleReaper } from '../../api/src/modules/browsers/reaper.js';
-import { freePort } from '../../operator/src/runtime/agent-process.js';
+import { freePort } from '../../api/src/runtime/agent-process.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';

@@ -3,7 +3,7 @@ import { chromium } from 'playwright-core';
 import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
-import { processGroupMembers } from '../../agent/src/process-group.js';
+import { processGroupMembers } from '../../lib/process-group.js';
 import { systemClock } from '../../api/src/clock.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
 import { adoptBrowsersAtStart } from '../../api/src/modules/browsers/adopt.js';
 import { IdleReaper } from '../../api/src/modules/browsers/reaper.js';
-import { fetchHealth } from '../../operator/src/runtime/agent-process.js';
+import { fetchHealth } from '../../contract/agent-client.js';
 import { CapturedLog } from '../support/captured-log.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';

@@ -9,7 +9,7 @@ import {
   type BrowserRuntime,
   type LiveBrowserSettings,
   type ObservedBrowser,
-} from '../../operator/src/ports/browser-runtime.js';
+} from '../../contract/browser-runtime.js';
 import { attachCdpProxy, type CdpProxy } from '../../api/src/modules/browsers/cdp-proxy.js';
 import type { HttpClient } from '../support/http.js';
 import type { TestApp } from '../support/test-app.js';

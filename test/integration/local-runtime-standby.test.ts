@@ -5,9 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../api/src/logger.js';
-import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
-import { fetchHealth, freePort, spawnAgent } from '../../operator/src/runtime/agent-process.js';
-import { createLocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
+import { freePort, spawnAgent } from '../../api/src/runtime/agent-process.js';
+import { fetchHealth } from '../../contract/agent-client.js';
+import { createLocalRuntime } from '../../api/src/runtime/local-runtime.js';
 import { testAgentTokens } from '../support/agent-access.js';
 
 /**

@@ -5,11 +5,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../api/src/logger.js';
-import { isProcessAlive, processesOfUids, processGroupMembers, signalProcessGroup, waitForProcessGroupExit } from '../../agent/src/process-group.js';
-import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
-import type { BrowserRecord } from '../../operator/src/runtime/browser-records.js';
-import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
-import { UidPool, type UidRange } from '../../operator/src/runtime/uid-pool.js';
+import { isProcessAlive, processesOfUids, processGroupMembers, signalProcessGroup, waitForProcessGroupExit } from '../../lib/process-group.js';
+import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
+import type { BrowserRecord } from '../../api/src/runtime/browser-records.js';
+import { createLocalRuntime, type LocalRuntime } from '../../api/src/runtime/local-runtime.js';
+import { UidPool, type UidRange } from '../../api/src/runtime/uid-pool.js';
 import { testAgentTokens } from '../support/agent-access.js';
 
 /**

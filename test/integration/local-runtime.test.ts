@@ -5,9 +5,9 @@ import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../api/src/logger.js';
-import { isProcessAlive, processGroupMembers } from '../../agent/src/process-group.js';
-import type { BrowserLaunchSpec, ObservedBrowser } from '../../operator/src/ports/browser-runtime.js';
-import { createLocalRuntime, type LocalRuntime } from '../../operator/src/runtime/local-runtime.js';
+import { isProcessAlive, processGroupMembers } from '../../lib/process-group.js';
+import type { BrowserLaunchSpec, ObservedBrowser } from '../../contract/browser-runtime.js';
+import { createLocalRuntime, type LocalRuntime } from '../../api/src/runtime/local-runtime.js';
 import { agentAuth, testAgentTokens } from '../support/agent-access.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 

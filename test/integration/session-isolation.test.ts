@@ -8,7 +8,7 @@ import path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
-import { processGroupMembers } from '../../agent/src/process-group.js';
+import { processGroupMembers } from '../../lib/process-group.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { newProject } from './browsers.fixtures.js';
 import { newFsSession, readFile, writeFile, type FsSession } from './browser-fs.fixtures.js';

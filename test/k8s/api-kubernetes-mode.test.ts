@@ -6,7 +6,7 @@ import pino from 'pino';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserPodName } from '../../operator/src/k8s/browser-pod.js';
-import { ANNOTATIONS, API_VERSION, LABELS, PLURALS, resourceNameOf } from '../../operator/src/k8s/resources.js';
+import { ANNOTATIONS, API_VERSION, LABELS, PLURALS, resourceNameOf } from '../../contract/kinds.js';
 import { createBrowserSessionReconciler, type BrowserSessionReconciler } from '../../operator/src/reconcilers/browser-session.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
 import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';

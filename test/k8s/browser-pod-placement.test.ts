@@ -4,7 +4,7 @@ import { ApiException, CoreV1Api, NodeV1Api, type V1Pod, type V1Taint } from '@k
 import pino from 'pino';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { browserPodName, type BrowserPodOptions } from '../../operator/src/k8s/browser-pod.js';
-import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
+import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
 import { createLaunchSecret, createSession, deleteSession, launchSpec, newSessionId, readSession, waitUntil } from './support/browser-sessions.js';
 import { renderChart, valuesFile, writeKubeconfig } from './support/helm.js';

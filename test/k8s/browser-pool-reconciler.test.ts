@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
-import { ANNOTATIONS, API_VERSION, FINALIZERS, PLURALS } from '../../operator/src/k8s/resources.js';
+import { ANNOTATIONS, API_VERSION, FINALIZERS, PLURALS } from '../../contract/kinds.js';
 import { startBrowserPoolReconciler } from '../../operator/src/reconcilers/browser-pool.js';
 import { DRAINING_REASONS, READY_REASONS } from '../../operator/src/reconcilers/browser-pool-plan.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';

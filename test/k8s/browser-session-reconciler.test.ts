@@ -4,7 +4,7 @@ import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CDP_PATH } from '../../agent/src/server.js';
 import { browserPodName } from '../../operator/src/k8s/browser-pod.js';
-import { FINALIZERS } from '../../operator/src/k8s/resources.js';
+import { FINALIZERS } from '../../contract/kinds.js';
 import { REASONS } from '../../operator/src/reconcilers/browser-session-plan.js';
 import { createBrowserSessionReconciler, type BrowserSessionReconciler } from '../../operator/src/reconcilers/browser-session.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';

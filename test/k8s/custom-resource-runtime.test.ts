@@ -1,9 +1,9 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ANNOTATIONS, API_VERSION, FIELD_MANAGERS, LABELS, PLURALS, resourceNameOf } from '../../operator/src/k8s/resources.js';
-import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
-import { createCustomResourceRuntime, type CustomResourceRuntime } from '../../operator/src/runtime/custom-resource-runtime.js';
-import { LAUNCH_SPEC_KEY, launchSecretNameOf, SESSION_PHASES, SESSION_REASONS as READY_REASONS } from '../../operator/src/k8s/resources.js';
+import { ANNOTATIONS, API_VERSION, FIELD_MANAGERS, LABELS, PLURALS, resourceNameOf } from '../../contract/kinds.js';
+import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
+import { createCustomResourceRuntime, type CustomResourceRuntime } from '../../api/src/runtime/custom-resource-runtime.js';
+import { LAUNCH_SPEC_KEY, launchSecretNameOf, SESSION_PHASES, SESSION_REASONS as READY_REASONS } from '../../contract/kinds.js';
 import { launchSpec } from './support/browser-sessions.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { testAgentTokens } from '../support/agent-access.js';

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
-import { API_VERSION, PLURALS } from '../../operator/src/k8s/resources.js';
+import { API_VERSION, PLURALS } from '../../contract/kinds.js';
 import { EventsV1Api } from '@kubernetes/client-node';
 import { createEventRecorder } from '../../operator/src/k8s/event-recorder.js';
 import { startAuthConnectionReconciler } from '../../operator/src/reconcilers/auth-connection.js';

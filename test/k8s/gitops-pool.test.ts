@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_VERSION, LABELS, PLURALS } from '../../operator/src/k8s/resources.js';
+import { API_VERSION, LABELS, PLURALS } from '../../contract/kinds.js';
 import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
 import { freshDatabase, type TestDatabase } from '../support/database.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';

@@ -4,7 +4,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
 import { createEventRecorder, type EventRecorder, type EventRecorderLog } from '../../operator/src/k8s/event-recorder.js';
-import { API_VERSION, PLURALS } from '../../operator/src/k8s/resources.js';
+import { API_VERSION, PLURALS } from '../../contract/kinds.js';
 import { startBrowserPoolReconciler } from '../../operator/src/reconcilers/browser-pool.js';
 import { createBrowserSessionReconciler, type BrowserSessionReconciler } from '../../operator/src/reconcilers/browser-session.js';
 import { REPORTING_CONTROLLER } from '../../operator/src/reconcilers/transition-events.js';

@@ -1,6 +1,6 @@
 import { chmod, mkdtemp } from 'node:fs/promises';
 import { randomBytes } from 'node:crypto';
-import { agentTokensFrom, type AgentTokens } from '../../operator/src/runtime/agent-client.js';
+import { agentTokensFrom, type AgentTokens } from '../../contract/agent-client.js';
 
 /**
  * For tests that start agents or runtimes themselves and then talk to the agents directly:

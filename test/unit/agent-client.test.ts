@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { agentEndpoint, agentHeaders, agentTokensFrom, agentWsUrl } from '../../operator/src/runtime/agent-client.js';
+import { agentEndpoint, agentHeaders, agentTokensFrom, agentWsUrl } from '../../contract/agent-client.js';
 
 // The agent token: derived from the service's encryption key and the browser id, so every
 // replica and the operator compute the same one and nothing is stored.

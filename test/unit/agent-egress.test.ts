@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../api/src/config.js';
-import { egressEnv, isRefusedAddress, parseAllowedNetworks, parseEgressEnv, withoutRoutingPolicies, type EgressRules } from '../../agent/src/egress.js';
+import { egressEnv, isRefusedAddress, parseAllowedNetworks, parseEgressEnv, withoutRoutingPolicies, type EgressRules } from '../../contract/egress.js';
 
 const blocking: EgressRules = { blockPrivate: true, allowed: [] };
 

@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { BROWSER_SECRET_KEYS, browserPod, browserPodName, browserSecret, type BrowserPodOptions } from '../../operator/src/k8s/browser-pod.js';
 import { agentFsEnv } from '../../api/src/config.js';
 import { parseOperatorConfig } from '../../operator/src/config.js';
-import { agentTokensFrom } from '../../operator/src/runtime/agent-client.js';
-import type { BrowserLaunchSpec } from '../../operator/src/ports/browser-runtime.js';
+import { agentTokensFrom } from '../../contract/agent-client.js';
+import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
 
 const spec: BrowserLaunchSpec = {
   browserId: 'bs_unit1',

@@ -8,7 +8,7 @@ import {
   type SessionObservation,
   type SessionPlan,
 } from '../../operator/src/reconcilers/browser-session-plan.js';
-import type { ObservedBrowser } from '../../operator/src/ports/browser-runtime.js';
+import type { ObservedBrowser } from '../../contract/browser-runtime.js';
 
 const POD = 'browser-bs-a1';
 const AGENT = 'http://127.0.0.9:9222';

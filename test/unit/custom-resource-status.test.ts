@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { LABELS, SESSION_REASONS as READY_REASONS } from '../../operator/src/k8s/resources.js';
-import type { BrowserPhase } from '../../operator/src/ports/browser-runtime.js';
+import { LABELS, SESSION_REASONS as READY_REASONS } from '../../contract/kinds.js';
+import type { BrowserPhase } from '../../contract/browser-runtime.js';
 import {
   browserSessionResource,
   launchSettled,
@@ -8,7 +8,7 @@ import {
   sessionIdOf,
   type BrowserSessionResource,
   type BrowserSessionStatus,
-} from '../../operator/src/runtime/custom-resource-status.js';
+} from '../../api/src/runtime/custom-resource-status.js';
 
 const resource = (status?: BrowserSessionStatus, metadata: BrowserSessionResource['metadata'] = {}): BrowserSessionResource => ({
   apiVersion: 'browserplane.dev/v1alpha1',

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { entryViolation, extractArchive, isExcludedFromProfile, packProfile, UnsafeArchiveError } from '../../agent/src/profile-archive.js';
+import { entryViolation, extractArchive, isExcludedFromProfile, packProfile, UnsafeArchiveError } from '../../lib/profile-archive.js';
 import { rawTar } from '../support/raw-tar.js';
 
 let dir: string;

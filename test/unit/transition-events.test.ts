@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SESSION_REASONS } from '../../operator/src/k8s/resources.js';
+import { SESSION_REASONS } from '../../contract/kinds.js';
 import { READY_REASONS } from '../../operator/src/reconcilers/browser-pool-plan.js';
 import { READY_REASONS as CONNECTION_REASONS } from '../../operator/src/reconcilers/auth-connection-plan.js';
 import { connectionTransitionEvent, poolTransitionEvent, readyReasonOf, sessionTransitionEvent } from '../../operator/src/reconcilers/transition-events.js';

@@ -4,7 +4,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { XDisplay } from '../display.js';
-import { killProcessGroup, signalProcessGroup, waitForProcessGroupExit } from '../process-group.js';
+import { killProcessGroup, signalProcessGroup, waitForProcessGroupExit } from '../../../lib/process-group.js';
 
 /**
  * x11vnc on a headful browser's own Xvfb, started on the first live view client and

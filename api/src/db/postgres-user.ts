@@ -5,7 +5,7 @@ import { chmod, cp, mkdir, rename, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { firstBlockedDir, resolveSystemUser, type SystemUser } from '../../../agent/src/system-user.js';
+import { firstBlockedDir, resolveSystemUser, type SystemUser } from '../../../lib/system-user.js';
 
 /**
  * Who runs the embedded Postgres, and making sure that user can reach its binaries and

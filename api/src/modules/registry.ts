@@ -1,6 +1,5 @@
-import type { Registry } from 'prom-client';
-import type { AppDeps, ProjectResourceCounter } from '../app-deps.js';
-import type { RouteDef } from '../http/route.js';
+import type { ProjectResourceCounter } from '../app-deps.js';
+import type { ApiModule } from './api-module.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import { authConnectionsModule } from './auth-connections/module.js';
 import { countProjectApiKeys } from './api-keys/service.js';
@@ -16,14 +15,6 @@ import { proxiesModule } from './proxies/module.js';
  * Every resource module: its routes and what it counts toward "the project is not empty".
  * The one place a new module is added.
  */
-export interface ApiModule {
-  name: string;
-  routes(deps: AppDeps): RouteDef[];
-  projectResources?: ProjectResourceCounter[];
-  /** Registers the module's own metrics on the app's registry (served at /metrics). */
-  metrics?(registry: Registry, deps: AppDeps): void;
-}
-
 export const apiModules: ApiModule[] = [
   { name: 'api-keys', routes: apiKeyRoutes, projectResources: [countProjectApiKeys] },
   { name: 'projects', routes: projectRoutes },

@@ -7,8 +7,8 @@
  * a page in the pod that reaches the agent's port gets 401.
  */
 import type { V1Pod, V1PodSpec, V1Secret, V1Toleration } from '@kubernetes/client-node';
-import { MANAGED_POLICY_DIR } from '../../../agent/src/policy.js';
-import type { BrowserLaunchSpec } from '../ports/browser-runtime.js';
+import { MANAGED_POLICY_DIR } from '../../../contract/agent-env.js';
+import type { BrowserLaunchSpec } from '../../../contract/browser-runtime.js';
 
 export const AGENT_PORT = 9222;
 export const BROWSER_ID_LABEL = 'browserplane.dev/browser-id';
@@ -25,10 +25,9 @@ export function browserPodName(browserId: string): string {
   return `browser-${browserId.toLowerCase().replace(/[^a-z0-9-]/g, '-')}`.slice(0, 63).replace(/-+$/, '');
 }
 
-/** Label values allow [A-Za-z0-9_.-], at most 63 characters, alphanumeric at both ends. */
-export function labelValue(text: string): string {
-  return text.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '');
-}
+import { labelValue } from '../../../contract/kinds.js';
+
+export { labelValue };
 
 export interface BrowserPodOptions {
   namespace: string;

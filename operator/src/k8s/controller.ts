@@ -14,7 +14,7 @@
  */
 import type { Informer, KubernetesObject, ObjectCache } from '@kubernetes/client-node';
 import { runWorkers, WorkQueue, type RateLimiter, type ReconcileOutcome, type ReconcileResult, type WorkQueueObserver } from './work-queue.js';
-import { keepInformerRunning, WATCH_RESTART_BACKOFF } from './informer-restart.js';
+import { keepInformerRunning, WATCH_RESTART_BACKOFF } from '../../../lib/informer-restart.js';
 
 export interface ControllerSource<T extends KubernetesObject = KubernetesObject> {
   name: string;

@@ -9,14 +9,14 @@
  * refreshOnProfileUpdate) are CEL validations, checked by the API server at admission.
  */
 import { z } from 'zod';
-import { CONNECTION_STATUSES, createConnectionBody, FLOW_STATUSES, FLOW_STEPS, FLOW_TYPES } from '../../../api/src/modules/auth-connections/schema.js';
-import { createPoolBody } from '../../../api/src/modules/browser-pools/schema.js';
-import { createBrowserBody } from '../../../api/src/modules/browsers/schema.js';
+import { CONNECTION_STATUSES, createConnectionBody, FLOW_STATUSES, FLOW_STEPS, FLOW_TYPES } from '../../../api/src/modules/auth-connections/index.js';
+import { createPoolBody } from '../../../api/src/modules/browser-pools/index.js';
+import { createBrowserBody } from '../../../api/src/modules/browsers/index.js';
 import { structuralSchemaOf, wireSchemaOf, type JsonSchema } from './structural-schema.js';
 
-export const GROUP = 'browserplane.dev';
-export const VERSION = 'v1alpha1';
-export const API_VERSION = `${GROUP}/${VERSION}`;
+import { API_VERSION, GROUP, VERSION } from '../../../contract/kinds.js';
+
+export { API_VERSION, GROUP, VERSION };
 
 /** metav1.Condition, as every Kubernetes API spells a condition. */
 const condition = z.strictObject({

@@ -1,10 +1,6 @@
-import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease, type V1ObjectMeta } from '@kubernetes/client-node';
+import { apiErrorCode } from '../../../lib/k8s-errors.js';
+import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease, type V1ObjectMeta } from '@kubernetes/client-node';
 import type { LeaseRecord, LeaseStore, StoredLease } from './leader-election.js';
-
-/** The status code of a failed Kubernetes API call, or undefined for other errors. */
-export function statusOf(error: unknown): number | undefined {
-  return error instanceof ApiException ? error.code : undefined;
-}
 
 /** One coordination.k8s.io/v1 Lease, read and compare-and-swapped through the API server. */
 export function kubernetesLeaseStore(config: KubeConfig, namespace: string, name: string): LeaseStore {
@@ -41,7 +37,7 @@ export function kubernetesLeaseStore(config: KubeConfig, namespace: string, name
           },
         };
       } catch (error) {
-        if (statusOf(error) === 404) return undefined;
+        if (apiErrorCode(error) === 404) return undefined;
         throw error;
       }
     },
@@ -50,7 +46,7 @@ export function kubernetesLeaseStore(config: KubeConfig, namespace: string, name
         await api.createNamespacedLease({ namespace, body: toLease(record) });
         return true;
       } catch (error) {
-        if (statusOf(error) === 409) return false;
+        if (apiErrorCode(error) === 409) return false;
         throw error;
       }
     },
@@ -59,7 +55,7 @@ export function kubernetesLeaseStore(config: KubeConfig, namespace: string, name
         await api.replaceNamespacedLease({ name, namespace, body: toLease(record, resourceVersion) });
         return true;
       } catch (error) {
-        if (statusOf(error) === 409) return false;
+        if (apiErrorCode(error) === 409) return false;
         throw error;
       }
     },

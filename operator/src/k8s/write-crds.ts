@@ -4,7 +4,7 @@
  */
 import { mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { packageRoot } from '../../../api/src/paths.js';
+import { packageRoot } from '../../../api/src/index.js';
 import { crdFiles } from './crd-files.js';
 
 const dir = path.join(packageRoot(), 'crds');

@@ -10,18 +10,18 @@
  * the row's auth state back into the resource's status.
  */
 import type { z } from 'zod';
-import { foldName } from '../../../api/src/ids.js';
-import { judgeReauth } from '../../../api/src/modules/auth-connections/reauth.js';
+import { foldName } from '../../../api/src/index.js';
+import { judgeReauth } from '../../../api/src/modules/auth-connections/index.js';
 import {
   createConnectionBody,
   DEFAULT_HEALTH_CHECK_INTERVAL,
   updateConnectionBody,
   type CreateConnectionInput,
   type UpdateConnectionInput,
-} from '../../../api/src/modules/auth-connections/schema.js';
-import type { ConnectionRow } from '../../../api/src/modules/auth-connections/store.js';
+} from '../../../api/src/modules/auth-connections/index.js';
+import type { ConnectionRow } from '../../../api/src/modules/auth-connections/index.js';
 import { wireBodyOf, wireSchemaOf } from '../k8s/structural-schema.js';
-import { FINALIZERS } from '../k8s/resources.js';
+import { FINALIZERS } from '../../../contract/kinds.js';
 import { kubeTime, nextCondition, sameJson, type Condition } from './status.js';
 
 /** Reasons of the Ready condition. */

@@ -12,13 +12,13 @@
  * observe → plan (auth-connection-plan.ts, pure) → execute → report.
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
-import type { AppDeps } from '../../../api/src/app-deps.js';
-import type { AuthContext } from '../../../api/src/http/auth-context.js';
-import { AppError } from '../../../api/src/http/errors.js';
-import { changeConnection, connectionChannel, createConnection, removeConnection, resolveProxyRef } from '../../../api/src/modules/auth-connections/service.js';
-import { findManagedConnection, listConnections } from '../../../api/src/modules/auth-connections/store.js';
+import type { AppDeps } from '../../../api/src/index.js';
+import type { AuthContext } from '../../../api/src/index.js';
+import { AppError } from '../../../api/src/index.js';
+import { changeConnection, connectionChannel, createConnection, removeConnection, resolveProxyRef } from '../../../api/src/modules/auth-connections/index.js';
+import { findManagedConnection, listConnections } from '../../../api/src/modules/auth-connections/index.js';
 import { Controller, objectKey, splitKey, type ControllerSource } from '../k8s/controller.js';
-import { ANNOTATIONS, FIELD_MANAGERS, PLURALS } from '../k8s/resources.js';
+import { ANNOTATIONS, FIELD_MANAGERS, PLURALS } from '../../../contract/kinds.js';
 import {
   AUTH_CONNECTION_FINALIZER,
   CONDITION_TYPES,

@@ -9,8 +9,8 @@
  * with the resource and drains it when the resource is deleted.
  */
 import type { z } from 'zod';
-import { DEFAULT_VIEWPORT } from '../../../api/src/modules/browsers/schema.js';
-import { applyTelemetry, type TelemetryConfig } from '../../../api/src/modules/browsers/telemetry.js';
+import { DEFAULT_VIEWPORT } from '../../../api/src/modules/browsers/index.js';
+import { applyTelemetry, type TelemetryConfig } from '../../../api/src/modules/browsers/index.js';
 import {
   createPoolBody,
   DEFAULT_FILL_RATE_PER_MINUTE,
@@ -18,7 +18,7 @@ import {
   updatePoolBody,
   type CreatePoolInput,
   type UpdatePoolInput,
-} from '../../../api/src/modules/browser-pools/schema.js';
+} from '../../../api/src/modules/browser-pools/index.js';
 import { wireBodyOf, wireSchemaOf } from '../k8s/structural-schema.js';
 import { sameJson } from './status.js';
 

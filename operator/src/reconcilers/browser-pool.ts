@@ -10,18 +10,18 @@
  * execute → report.
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { AppError } from '../../../api/src/http/errors.js';
-import { foldName } from '../../../api/src/ids.js';
-import { terminateGraceMs } from '../../../api/src/modules/browsers/service.js';
-import { poolManager } from '../../../api/src/modules/browser-pools/manager.js';
-import { createPool, deletePool, drainPool, updatePoolSettings } from '../../../api/src/modules/browser-pools/service.js';
-import { findManagedPool, findPool, type PoolRow } from '../../../api/src/modules/browser-pools/store.js';
-import type { Queryable } from '../../../api/src/db/pool.js';
-import { firstOrg, type OrgRow } from '../../../api/src/modules/orgs/store.js';
-import { findDefaultProject, findProject, type ProjectRow } from '../../../api/src/modules/projects/store.js';
+import { AppError } from '../../../api/src/index.js';
+import { foldName } from '../../../api/src/index.js';
+import { terminateGraceMs } from '../../../api/src/modules/browsers/index.js';
+import { poolManager } from '../../../api/src/modules/browser-pools/index.js';
+import { createPool, deletePool, drainPool, updatePoolSettings } from '../../../api/src/modules/browser-pools/index.js';
+import { findManagedPool, findPool, type PoolRow } from '../../../api/src/modules/browser-pools/index.js';
+import type { Queryable } from '../../../api/src/index.js';
+import { firstOrg, type OrgRow } from '../../../api/src/modules/orgs/index.js';
+import { findDefaultProject, findProject, type ProjectRow } from '../../../api/src/modules/projects/index.js';
 import { Controller, objectKey, splitKey, type ControllerSource } from '../k8s/controller.js';
 import type { EventInput } from '../k8s/event-recorder.js';
-import { ANNOTATIONS, FINALIZERS, PLURALS } from '../k8s/resources.js';
+import { ANNOTATIONS, FINALIZERS, PLURALS } from '../../../contract/kinds.js';
 import { EVENT_REASONS, poolTransitionEvent, readyReasonOf, regardingOf } from './transition-events.js';
 import { resourceClient, type GitOpsReconcilerOptions, type ResourceClient } from './resource-client.js';
 import { statusWriter, type ResourceStatus, type StatusWriter } from './status.js';

@@ -8,8 +8,8 @@
  * its back). Only a launch that never reached Running is retried, by the runtime's own
  * idempotent launch, which also picks up a pod a previous leader created.
  */
-import { SESSION_REASONS, type SessionPhase } from '../k8s/resources.js';
-import type { ObservedBrowser } from '../ports/browser-runtime.js';
+import { SESSION_REASONS, type SessionPhase } from '../../../contract/kinds.js';
+import type { ObservedBrowser } from '../../../contract/browser-runtime.js';
 
 export type { SessionPhase };
 

@@ -35,10 +35,10 @@ import { BROWSER_ID_LABEL, browserPodName, COMPONENT_LABELS } from '../k8s/brows
 import { Controller, splitKey, type ControllerMetrics, type ControllerSource } from '../k8s/controller.js';
 import type { EventRecorder } from '../k8s/event-recorder.js';
 import { VERSION } from '../k8s/crds.js';
-import { statusOf } from '../k8s/lease-store.js';
-import { API_VERSION, FIELD_MANAGERS, FINALIZERS, GROUP, idOfResourceName, LABELS, LAUNCH_SECRET_SUFFIX, PLURALS, resourceNameOf } from '../k8s/resources.js';
+import { apiErrorCode } from '../../../lib/k8s-errors.js';
+import { API_VERSION, FIELD_MANAGERS, FINALIZERS, GROUP, idOfResourceName, LABELS, LAUNCH_SECRET_SUFFIX, PLURALS, resourceNameOf } from '../../../contract/kinds.js';
 import type { ReconcileOutcome } from '../k8s/work-queue.js';
-import type { BrowserRuntime } from '../ports/browser-runtime.js';
+import type { BrowserRuntime } from '../../../contract/browser-runtime.js';
 import { planBrowserSession, type DesiredSessionStatus, type LaunchRecord, type SessionAction } from './browser-session-plan.js';
 import { readLaunchSpec, type ParsedLaunchSpec } from './launch-spec.js';
 import { nextCondition, statusWriter, withCondition, type ResourceStatus } from './status.js';
@@ -221,7 +221,7 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
         return;
       case 'deleteLaunchSecret':
         await core.deleteNamespacedSecret({ name: `${name}${LAUNCH_SECRET_SUFFIX}`, namespace }).catch((error: unknown) => {
-          if (statusOf(error) !== 404) throw error;
+          if (apiErrorCode(error) !== 404) throw error;
         });
         return;
       case 'removeFinalizer':
@@ -283,7 +283,7 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
         setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
       )
       .catch((error: unknown) => {
-        if (statusOf(error) !== 404) throw error;
+        if (apiErrorCode(error) !== 404) throw error;
       });
   }
 
@@ -311,7 +311,7 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
       }
     } catch (error) {
       // Deleted meanwhile: the next reconcile sees it gone.
-      if (statusOf(error) !== 404) throw error;
+      if (apiErrorCode(error) !== 404) throw error;
     }
   }
 

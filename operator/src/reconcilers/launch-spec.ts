@@ -4,8 +4,8 @@
  * decrypted proxy password, hence a Secret, and hence never logged).
  */
 import type { V1Secret } from '@kubernetes/client-node';
-import { LAUNCH_SPEC_KEY } from '../k8s/resources.js';
-import type { BrowserLaunchSpec } from '../ports/browser-runtime.js';
+import { LAUNCH_SPEC_KEY } from '../../../contract/kinds.js';
+import type { BrowserLaunchSpec } from '../../../contract/browser-runtime.js';
 import type { LaunchSpecState } from './browser-session-plan.js';
 
 

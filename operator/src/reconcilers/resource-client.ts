@@ -3,13 +3,13 @@
  * their own objects besides status (status.ts): watch them, read one by key, and hold or
  * release their finalizer. One module, so both do it the same way.
  */
-import type { AppDeps } from '../../../api/src/app-deps.js';
+import type { AppDeps } from '../../../api/src/index.js';
 import type { ControllerMetrics } from '../k8s/controller.js';
 import type { EventRecorder } from '../k8s/event-recorder.js';
 import { ApiException, CustomObjectsApi, makeInformer, PatchStrategy, setHeaderOptions, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
 import { VERSION } from '../k8s/crds.js';
 import { splitKey } from '../k8s/controller.js';
-import { FIELD_MANAGERS, GROUP } from '../k8s/resources.js';
+import { FIELD_MANAGERS, GROUP } from '../../../contract/kinds.js';
 
 /** What both GitOps reconcilers are started with. */
 export interface GitOpsReconcilerOptions {

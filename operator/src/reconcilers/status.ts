@@ -8,7 +8,7 @@
  * by type (the CRD declares them a list-map) with whatever another manager may add.
  */
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
-import { API_VERSION, FIELD_MANAGERS, GROUP } from '../k8s/resources.js';
+import { API_VERSION, FIELD_MANAGERS, GROUP } from '../../../contract/kinds.js';
 import { VERSION } from '../k8s/crds.js';
 
 export interface Condition {

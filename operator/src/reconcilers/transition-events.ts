@@ -8,7 +8,7 @@
  * describe` and `kubectl get -o yaml` use one vocabulary; Warning marks what needs a human
  * (a launch that failed, a browser that died, a manifest the API refuses).
  */
-import { API_VERSION, SESSION_REASONS } from '../k8s/resources.js';
+import { API_VERSION, SESSION_REASONS } from '../../../contract/kinds.js';
 import type { EventInput, EventRegarding } from '../k8s/event-recorder.js';
 import { READY_REASONS as CONNECTION_REASONS } from './auth-connection-plan.js';
 import { READY_REASONS } from './browser-pool-plan.js';

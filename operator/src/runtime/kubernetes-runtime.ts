@@ -11,12 +11,12 @@
 import { EventEmitter } from 'node:events';
 import { CoreV1Api, makeInformer, type KubeConfig, type V1OwnerReference, type V1Pod, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { statusOf } from '../k8s/lease-store.js';
+import { apiErrorCode } from '../../../lib/k8s-errors.js';
 import { AGENT_PORT, BROWSER_ID_LABEL, browserPod, browserPodName, browserSecret, COMPONENT_LABELS, type BrowserPodOptions } from '../k8s/browser-pod.js';
-import { type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
-import { agentControls, fetchHealth, requestAgentShutdown } from './agent-process.js';
-import type { AgentTokens } from './agent-client.js';
-import { keepInformerRunning } from '../k8s/informer-restart.js';
+import { type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../../../contract/browser-runtime.js';
+import { agentControls, fetchHealth, requestAgentShutdown } from '../../../contract/agent-client.js';
+import type { AgentTokens } from '../../../contract/agent-client.js';
+import { keepInformerRunning } from '../../../lib/informer-restart.js';
 
 export interface KubernetesRuntimeOptions {
   config: KubeConfig;
@@ -146,10 +146,10 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
     const name = browserPodName(browserId);
     // The grace goes in the body: with a body present the API server ignores the query's.
     await core.deleteNamespacedPod({ name, namespace, body: { gracePeriodSeconds: graceSeconds } }).catch((error: unknown) => {
-      if (statusOf(error) !== 404) throw error;
+      if (apiErrorCode(error) !== 404) throw error;
     });
     await core.deleteNamespacedSecret({ name, namespace }).catch((error: unknown) => {
-      if (statusOf(error) !== 404) throw error;
+      if (apiErrorCode(error) !== 404) throw error;
     });
   }
 
@@ -170,13 +170,13 @@ export function createKubernetesRuntime(options: KubernetesRuntimeOptions): Kube
     try {
       await core.createNamespacedSecret({ namespace, body: secret });
     } catch (error) {
-      if (statusOf(error) !== 409) throw error;
+      if (apiErrorCode(error) !== 409) throw error;
       await core.replaceNamespacedSecret({ name, namespace, body: secret });
     }
     try {
       await core.createNamespacedPod({ namespace, body: owned(browserPod(spec, podOptions)) });
     } catch (error) {
-      if (statusOf(error) !== 409) {
+      if (apiErrorCode(error) !== 409) {
         // Refused (admission, quota): the launch spec would outlive it with no pod to read it.
         await removePod(spec.browserId, 0).catch(() => undefined);
         throw error;

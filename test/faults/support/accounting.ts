@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { MAIN_JS, REPO_ROOT, type RunningService } from '../../e2e/support/service.js';
 import { decodeKey, ENCRYPTION_KEY_FILE } from '../../../api/src/crypto/sealer.js';
-import { agentTokensFrom, type AgentTokens } from '../../../operator/src/runtime/agent-client.js';
+import { agentTokensFrom, type AgentTokens } from '../../../contract/agent-client.js';
 
 /**
  * What a killed-and-restarted service left behind, read from the places that can leak:

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { ANNOTATIONS, API_VERSION, LABELS, LAUNCH_SECRET_SUFFIX, LAUNCH_SPEC_KEY, ownerLabels, PLURALS, resourceNameOf } from '../../../operator/src/k8s/resources.js';
-import type { BrowserLaunchSpec } from '../../../operator/src/ports/browser-runtime.js';
-import type { BrowserSessionStatus } from '../../../operator/src/runtime/custom-resource-status.js';
+import { ANNOTATIONS, API_VERSION, LABELS, LAUNCH_SECRET_SUFFIX, LAUNCH_SPEC_KEY, ownerLabels, PLURALS, resourceNameOf } from '../../../contract/kinds.js';
+import type { BrowserLaunchSpec } from '../../../contract/browser-runtime.js';
+import type { BrowserSessionStatus } from '../../../api/src/runtime/custom-resource-status.js';
 import { kubeConfig, rawRequest } from './kube.js';
 
 /**

@@ -66,10 +66,10 @@ import {
   type V1Probe,
   type V1Taint,
 } from '@kubernetes/client-node';
-import { isProcessAlive, processGroupMembers, signalProcessGroup, waitForProcessGroupExit } from '../../../agent/src/process-group.js';
+import { isProcessAlive, processGroupMembers, signalProcessGroup, waitForProcessGroupExit } from '../../../lib/process-group.js';
 import { packageRoot } from '../../../api/src/paths.js';
 import { Controller, objectKey, splitKey, type ControllerLog } from '../../../operator/src/k8s/controller.js';
-import { AGENT_NODE_FLAGS, processGroupsMentioning } from '../../../operator/src/runtime/agent-process.js';
+import { AGENT_NODE_FLAGS, processGroupsMentioning } from '../../../api/src/runtime/agent-process.js';
 import { misfit, type NodePlacement } from './scheduling.js';
 
 /** What runs for an image: the process (its entrypoint) and variables forced over the pod's. */

@@ -1,4 +1,4 @@
-import type { ApiModule } from '../registry.js';
+import type { ApiModule } from '../api-module.js';
 import { hostedPageRoutes } from './hosted/routes.js';
 import { authConnectionRoutes } from './routes.js';
 import { countProjectAuthConnections } from './service.js';

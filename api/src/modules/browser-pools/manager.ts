@@ -4,7 +4,7 @@ import { inTransaction } from '../../db/pool.js';
 import { channelName } from '../../events/hub.js';
 import { AppError, conflict, notFound } from '../../http/errors.js';
 import { foldName, newId } from '../../ids.js';
-import type { BrowserLaunchSpec } from '../../../../operator/src/ports/browser-runtime.js';
+import type { BrowserLaunchSpec } from '../../../../contract/browser-runtime.js';
 import { createCdpTokens } from '../browsers/cdp-token.js';
 import { profileArchiveUrl } from '../browsers/profile-archive.js';
 import { DELETE_REASONS, endSession, launchAdmitted, resolveProxy, sessionConflict, sessionRoom, terminateGraceMs } from '../browsers/service.js';

@@ -1,4 +1,4 @@
-import type { ApiModule } from '../registry.js';
+import type { ApiModule } from '../api-module.js';
 import { browserPoolRoutes } from './routes.js';
 import { countProjectPools } from './service.js';
 

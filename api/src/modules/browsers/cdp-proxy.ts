@@ -4,7 +4,7 @@ import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { AppDeps } from '../../app-deps.js';
 import { createCdpTokens, tokenSubject, type TokenCheck } from './cdp-token.js';
 import { findLiveSessionById } from './store.js';
-import { agentEndpoint, agentHeaders, agentWsUrl, type AgentEndpoint } from '../../../../operator/src/runtime/agent-client.js';
+import { agentEndpoint, agentHeaders, agentWsUrl, type AgentEndpoint } from '../../../../contract/agent-client.js';
 
 /**
  * The browser's WebSockets through the service: `/browsers/{id}/cdp?token=…` (CDP),

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
-import { agentEndpoint, agentFetch, type AgentEndpoint } from '../../../../operator/src/runtime/agent-client.js';
+import { agentEndpoint, agentFetch, type AgentEndpoint } from '../../../../contract/agent-client.js';
 import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { AppError } from '../../http/errors.js';
 import { defineRoute, json, noContent, type ResponseSpec, type RouteDef, type RouteResult } from '../../http/route.js';

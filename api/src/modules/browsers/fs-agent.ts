@@ -4,7 +4,7 @@ import { pipeline } from 'node:stream/promises';
 import { request as agentRequest } from 'undici';
 import { AppError } from '../../http/errors.js';
 import type { RouteResult } from '../../http/route.js';
-import { agentHeaders, type AgentEndpoint } from '../../../../operator/src/runtime/agent-client.js';
+import { agentHeaders, type AgentEndpoint } from '../../../../contract/agent-client.js';
 
 /**
  * Forwarding to the session's agent: request bodies and answers are streamed both ways

@@ -19,7 +19,7 @@ import {
 } from './fs-schema.js';
 import { browserIdParams } from './schema.js';
 import { getSession } from './service.js';
-import { agentEndpoint, type AgentEndpoint } from '../../../../operator/src/runtime/agent-client.js';
+import { agentEndpoint, type AgentEndpoint } from '../../../../contract/agent-client.js';
 
 /**
  * /browsers/{id}/fs/* (CONTRACT.md §2.2): validated here, then forwarded to the

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
-import { agentEndpoint, agentFetch, type AgentEndpoint, type AgentTokens } from '../../../../operator/src/runtime/agent-client.js';
+import { agentEndpoint, agentFetch, type AgentEndpoint, type AgentTokens } from '../../../../contract/agent-client.js';
 import { AppError, conflict, notFound } from '../../http/errors.js';
 import { defineRoute, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';

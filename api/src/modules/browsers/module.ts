@@ -1,4 +1,4 @@
-import type { ApiModule } from '../registry.js';
+import type { ApiModule } from '../api-module.js';
 import { registerBrowserMetrics } from './metrics.js';
 import { browserRoutes } from './routes.js';
 import { countProjectSessions } from './service.js';

@@ -1,5 +1,5 @@
 import type { AppDeps } from '../../app-deps.js';
-import { agentEndpoint, agentFetch, type AgentEndpoint } from '../../../../operator/src/runtime/agent-client.js';
+import { agentEndpoint, agentFetch, type AgentEndpoint } from '../../../../contract/agent-client.js';
 import type { CdpConnections } from './cdp-proxy.js';
 import { DELETE_REASONS, endSession, TERMINATE_GRACE_MS } from './service.js';
 import { endedSessionIds, listLiveSessions, listSessionsOfFinishedInvocations, type SessionRow } from './store.js';

@@ -4,7 +4,7 @@ import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
-import type { BrowserRuntime } from '../../../../operator/src/ports/browser-runtime.js';
+import type { BrowserRuntime } from '../../../../contract/browser-runtime.js';
 import { createCdpTokens } from './cdp-token.js';
 import { computerRoutes } from './computer-routes.js';
 import { fsRoutes } from './fs-routes.js';

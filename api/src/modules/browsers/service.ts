@@ -2,7 +2,7 @@ import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
 import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
 import { AppError, conflict, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
-import type { BrowserLaunchSpec } from '../../../../operator/src/ports/browser-runtime.js';
+import type { BrowserLaunchSpec } from '../../../../contract/browser-runtime.js';
 import { getOrg } from '../orgs/store.js';
 import { findProfile, markProfileUsed } from '../profiles/store.js';
 import { getLimits, shareLockLiveProject } from '../projects/store.js';

@@ -1,7 +1,7 @@
 import type { AppDeps } from '../../app-deps.js';
 import { inTransaction } from '../../db/pool.js';
 import { AppError, conflict } from '../../http/errors.js';
-import { BrowserSettingsError, type LiveBrowserSettings } from '../../../../operator/src/ports/browser-runtime.js';
+import { BrowserSettingsError, type LiveBrowserSettings } from '../../../../contract/browser-runtime.js';
 import { attachProfile } from './profile-archive.js';
 import { refuseResizeWhileWatched } from './live-view.js';
 import { DEFAULT_VIEWPORT, type UpdateBrowserInput } from './schema.js';

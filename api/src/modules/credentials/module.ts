@@ -1,4 +1,4 @@
-import type { ApiModule } from '../registry.js';
+import type { ApiModule } from '../api-module.js';
 import { credentialRoutes } from './routes.js';
 import { countProjectCredentials } from './service.js';
 

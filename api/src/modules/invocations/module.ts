@@ -2,7 +2,7 @@ import type { AppDeps } from '../../app-deps.js';
 import { requireProject } from '../../http/auth-context.js';
 import type { RouteDef } from '../../http/route.js';
 import { invocationBrowsers } from '../browsers/invocation-browsers.js';
-import type { ApiModule } from '../registry.js';
+import type { ApiModule } from '../api-module.js';
 import type { InvocationBrowsers } from './browsers.js';
 import { invocationRoutes } from './routes.js';
 import { countProjectInvocations } from './service.js';

@@ -1,4 +1,4 @@
-import type { ApiModule } from '../registry.js';
+import type { ApiModule } from '../api-module.js';
 import { profileRoutes } from './routes.js';
 import { countProjectProfiles } from './service.js';
 

@@ -1,4 +1,4 @@
-import type { ApiModule } from '../registry.js';
+import type { ApiModule } from '../api-module.js';
 import { proxyRoutes } from './routes.js';
 import { countProjectProxies } from './service.js';
 

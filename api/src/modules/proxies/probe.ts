@@ -2,7 +2,7 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { ProxyAgent, request } from 'undici';
 import { badRequest } from '../../http/errors.js';
-import { isRefusedAddress, type EgressRules } from '../../../../agent/src/egress.js';
+import { isRefusedAddress, type EgressRules } from '../../../../contract/egress.js';
 
 /** Where a check connects: the proxy itself, credentials kept apart from the URI. */
 export interface ProxyEndpoint {

@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { z } from 'zod';
-import type { EgressRules } from '../../../../agent/src/egress.js';
+import type { EgressRules } from '../../../../contract/egress.js';
 
 /**
  * What the managed proxy types (datacenter, isp, residential, mobile) mean on a

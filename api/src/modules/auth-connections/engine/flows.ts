@@ -1,6 +1,6 @@
 import { chromium, type Browser, type Page } from 'playwright-core';
 import type { AppDeps } from '../../../app-deps.js';
-import { agentEndpoint, agentHeaders, agentWsUrl, type AgentTokens } from '../../../../../operator/src/runtime/agent-client.js';
+import { agentEndpoint, agentHeaders, agentWsUrl, type AgentTokens } from '../../../../../contract/agent-client.js';
 import type { AuthContext } from '../../../http/auth-context.js';
 import { AppError } from '../../../http/errors.js';
 import { newId } from '../../../ids.js';

@@ -4,10 +4,14 @@
  * names, labels, annotations, finalizers and field managers. One module, so the three
  * never disagree on a spelling.
  */
-import { API_VERSION, GROUP } from './crds.js';
-import { labelValue } from './browser-pod.js';
+export const GROUP = 'browserplane.dev';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
 
-export { API_VERSION, GROUP };
+/** Label values allow [A-Za-z0-9_.-], at most 63 characters, alphanumeric at both ends. */
+export function labelValue(text: string): string {
+  return text.replace(/[^A-Za-z0-9_.-]/g, '_').slice(0, 63).replace(/^[^A-Za-z0-9]+|[^A-Za-z0-9]+$/g, '');
+}
 
 export const PLURALS = {
   BrowserSession: 'browsersessions',

@@ -5,27 +5,14 @@ import { chmod, mkdir, rename, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { isProcessAlive, processGroupMembers, signalProcessGroup, waitForProcessGroupExit } from '../../../agent/src/process-group.js';
-import { packageRoot } from '../../../api/src/paths.js';
-import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
-import {
-  agentGroupsStartedFor,
-  claimStandbyAgent,
-  describeExit,
-  fetchHealth,
-  isProcessOf,
-  lastAgentWords,
-  processGroupsMentioning,
-  postAgentReset,
-  postAgentSettings,
-  readReportedPort,
-  requestAgentShutdown,
-  spawnAgent,
-  type AgentExit,
-} from './agent-process.js';
+import { isProcessAlive, processGroupMembers, signalProcessGroup, waitForProcessGroupExit } from '../../../lib/process-group.js';
+import { packageRoot } from '../paths.js';
+import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../../../contract/browser-runtime.js';
+import { agentGroupsStartedFor, describeExit, isProcessOf, lastAgentWords, processGroupsMentioning, readReportedPort, spawnAgent, type AgentExit } from './agent-process.js';
+import { claimStandbyAgent, fetchHealth, postAgentReset, postAgentSettings, requestAgentShutdown } from '../../../contract/agent-client.js';
 import { assertSafeBrowserId, BrowserRecords, type BrowserRecord } from './browser-records.js';
 import { DEFAULT_SESSION_UIDS, UidPool, type UidRange } from './uid-pool.js';
-import type { AgentEndpoint, AgentTokens } from './agent-client.js';
+import type { AgentEndpoint, AgentTokens } from '../../../contract/agent-client.js';
 
 /**
  * The BrowserRuntime for embedded mode: one agent child process per browser, each in its

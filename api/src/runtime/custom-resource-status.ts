@@ -5,9 +5,8 @@
  * without a cluster (test/unit/custom-resource-status.test.ts).
  */
 import type { KubernetesObject, V1ObjectMeta, V1Secret } from '@kubernetes/client-node';
-import { labelValue } from '../k8s/browser-pod.js';
-import { ANNOTATIONS, API_VERSION, idOfResourceName, LABELS, LAUNCH_SPEC_KEY, launchSecretNameOf, ownerLabels, resourceNameOf, SESSION_PHASES } from '../k8s/resources.js';
-import type { BrowserLaunchSpec, ObservedBrowser } from '../ports/browser-runtime.js';
+import { ANNOTATIONS, API_VERSION, labelValue, idOfResourceName, LABELS, LAUNCH_SPEC_KEY, launchSecretNameOf, ownerLabels, resourceNameOf, SESSION_PHASES } from '../../../contract/kinds.js';
+import type { BrowserLaunchSpec, ObservedBrowser } from '../../../contract/browser-runtime.js';
 
 export interface SessionCondition {
   type: string;

@@ -1,10 +1,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { open, readdir, readFile } from 'node:fs/promises';
 import net from 'node:net';
-import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserResetReport, type BrowserRuntime, type LiveBrowserSettings, type ObservedBrowser } from '../ports/browser-runtime.js';
-import { parsePort } from '../../../agent/src/port-file.js';
-import { egressEnv } from '../../../agent/src/egress.js';
-import { agentFetch, agentHeaders, type AgentEndpoint, type AgentTokens } from './agent-client.js';
+import type { BrowserLaunchSpec } from '../../../contract/browser-runtime.js';
+import { parsePort } from '../../../lib/port-file.js';
+import { egressEnv } from '../../../contract/egress.js';
 
 /**
  * Starting, probing and reading the agent as a child process. The agent's stdout goes to
@@ -12,13 +11,6 @@ import { agentFetch, agentHeaders, type AgentEndpoint, type AgentTokens } from '
  * agent must outlive the service to be re-adopted.
  */
 
-export interface AgentHealth {
-  status: 'standby' | 'starting' | 'ready' | 'stopping';
-  browser_id: string;
-  browser: { version: string; pid: number; sandbox: boolean } | null;
-  connections: number;
-  idle_since: string | null;
-}
 
 export interface AgentExit {
   code: number | null;
@@ -117,104 +109,6 @@ export async function readReportedPort(file: string): Promise<number | undefined
   }
 }
 
-export async function fetchHealth(agent: AgentEndpoint, timeoutMs: number): Promise<AgentHealth | undefined> {
-  try {
-    const response = await agentFetch(agent, '/health', { signal: AbortSignal.timeout(timeoutMs) });
-    return (await response.json()) as AgentHealth;
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * Claims a standby agent (`standby`: its URL and standby token) for `spec`, handing it the
- * browser's agent token and the uid its Chromium runs as; false when it did not take it
- * (then it should be killed).
- */
-export async function claimStandbyAgent(standby: AgentEndpoint, agentToken: string, spec: BrowserLaunchSpec, workDir: string, chromiumUid?: number): Promise<boolean> {
-  try {
-    const response = await fetch(`${standby.url}/start`, {
-      method: 'POST',
-      headers: agentHeaders(standby, { 'content-type': 'application/json' }),
-      body: JSON.stringify({ spec, workDir, token: agentToken, ...(chromiumUid !== undefined ? { chromiumUid } : {}) }),
-      signal: AbortSignal.timeout(2000),
-    });
-    await response.body?.cancel();
-    return response.status === 202;
-  } catch {
-    return false;
-  }
-}
-
-/** POST /settings: the agent applies them to the running browser or says why not. */
-export async function postAgentSettings(agent: AgentEndpoint, settings: LiveBrowserSettings): Promise<{ ok: true } | { ok: false; message: string }> {
-  try {
-    const response = await agentFetch(agent, '/settings', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(settings),
-      signal: AbortSignal.timeout(15_000),
-    });
-    const body = (await response.json().catch(() => ({}))) as { message?: unknown };
-    if (response.ok) return { ok: true };
-    return { ok: false, message: typeof body.message === 'string' ? body.message : `the agent answered ${response.status}` };
-  } catch (error) {
-    return { ok: false, message: `the agent did not answer: ${error instanceof Error ? error.message : String(error)}` };
-  }
-}
-
-/** How long a reset may take before the browser is given up on (measured: well under 1 s). */
-export const RESET_TIMEOUT_MS = 10_000;
-
-/**
- * POST /reset: the agent makes the browser fit for its next holder and reports what it
- * did, or says why it could not (agent/src/reset.ts).
- */
-export async function postAgentReset(
-  agent: AgentEndpoint,
-  options: { startUrl?: string; signal?: AbortSignal },
-): Promise<{ ok: true; report: BrowserResetReport } | { ok: false; message: string }> {
-  const signals = [AbortSignal.timeout(RESET_TIMEOUT_MS), ...(options.signal ? [options.signal] : [])];
-  try {
-    const response = await agentFetch(agent, '/reset', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(options.startUrl !== undefined ? { start_url: options.startUrl } : {}),
-      signal: AbortSignal.any(signals),
-    });
-    const body = (await response.json().catch(() => ({}))) as Record<string, unknown>;
-    if (!response.ok) return { ok: false, message: typeof body.message === 'string' ? body.message : `the agent answered ${response.status}` };
-    const count = (key: string) => (typeof body[key] === 'number' ? body[key] : 0);
-    return {
-      ok: true,
-      report: {
-        closedConnections: count('closed_connections'),
-        closedTargets: count('closed_targets'),
-        disposedContexts: count('disposed_contexts'),
-        cookiesRestored: count('cookies_restored'),
-      },
-    };
-  } catch (error) {
-    return { ok: false, message: `the agent did not finish the reset: ${error instanceof Error ? error.message : String(error)}` };
-  }
-}
-
-/** Asks the agent to close Chromium cleanly; false when it did not answer. */
-export async function requestAgentShutdown(agent: AgentEndpoint, graceMs: number, options = { saveProfile: true }): Promise<boolean> {
-  try {
-    const response = await agentFetch(agent, '/shutdown', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ grace_ms: graceMs, save_profile: options.saveProfile }),
-      signal: AbortSignal.timeout(1000),
-    });
-    await response.body?.cancel();
-    return response.status === 202;
-  } catch {
-    return false;
-  }
-}
-
 /** The agent's own words on why it stopped: the reason of its last error or exit line. */
 export async function lastAgentWords(logFile: string): Promise<string | undefined> {
   const text = await readFile(logFile, 'utf8').catch(() => '');
@@ -275,30 +169,4 @@ export async function agentGroupsStartedFor(workDir: string, agentEntry: string)
     groups.push(Number(entry));
   }
   return groups;
-}
-
-/**
- * The port's applySettings and reset for runtimes that place agents elsewhere (pods): the
- * agent is the same everywhere, so both ask it directly at the URL its browser is observed at.
- */
-export function agentControls(observe: (browserId: string) => Promise<ObservedBrowser | undefined>, tokens: AgentTokens): Pick<BrowserRuntime, 'applySettings' | 'reset'> {
-  const readyAgent = async (browserId: string, error: new (message: string) => Error): Promise<AgentEndpoint> => {
-    const current = await observe(browserId);
-    if (current?.phase !== 'Ready' || !current.agentUrl) throw new error(`browser ${browserId} is not running`);
-    return { url: current.agentUrl, token: tokens(browserId) };
-  };
-  return {
-    async applySettings(browserId, settings) {
-      const answer = await postAgentSettings(await readyAgent(browserId, BrowserSettingsError), settings);
-      if (!answer.ok) throw new BrowserSettingsError(answer.message);
-    },
-    async reset(browserId, { startUrl, signal }) {
-      const answer = await postAgentReset(await readyAgent(browserId, BrowserResetError), {
-        ...(startUrl !== undefined ? { startUrl } : {}),
-        ...(signal ? { signal } : {}),
-      });
-      if (!answer.ok) throw new BrowserResetError(answer.message);
-      return answer.report;
-    },
-  };
 }

@@ -14,14 +14,14 @@ import { EventEmitter } from 'node:events';
 import { setTimeout as delay } from 'node:timers/promises';
 import { CoreV1Api, CustomObjectsApi, makeInformer, type KubeConfig, type KubernetesListObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { statusOf } from '../k8s/lease-store.js';
-import { FIELD_MANAGERS, GROUP, LABELS, launchSecretNameOf, PLURALS, resourceNameOf } from '../k8s/resources.js';
-import { VERSION } from '../k8s/crds.js';
-import { type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../ports/browser-runtime.js';
-import { agentControls, requestAgentShutdown } from './agent-process.js';
-import type { AgentTokens } from './agent-client.js';
+import { apiErrorCode } from '../../../lib/k8s-errors.js';
+import { FIELD_MANAGERS, GROUP, LABELS, launchSecretNameOf, PLURALS, resourceNameOf } from '../../../contract/kinds.js';
+import { VERSION } from '../../../contract/kinds.js';
+import { type BrowserLaunchSpec, type BrowserRuntime, type ObservedBrowser } from '../../../contract/browser-runtime.js';
+import { agentControls, requestAgentShutdown } from '../../../contract/agent-client.js';
+import type { AgentTokens } from '../../../contract/agent-client.js';
 import { browserSessionResource, launchSecret, launchSettled, observeSession, sessionIdOf, type BrowserSessionResource } from './custom-resource-status.js';
-import { keepInformerRunning } from '../k8s/informer-restart.js';
+import { keepInformerRunning } from '../../../lib/informer-restart.js';
 
 export interface CustomResourceRuntimeOptions {
   config: KubeConfig;
@@ -45,7 +45,7 @@ export type CustomResourceRuntime = BrowserRuntime & {
 };
 
 const ignoreNotFound = (error: unknown) => {
-  if (statusOf(error) !== 404) throw error;
+  if (apiErrorCode(error) !== 404) throw error;
 };
 
 export function createCustomResourceRuntime(options: CustomResourceRuntimeOptions): CustomResourceRuntime {
@@ -154,14 +154,14 @@ export function createCustomResourceRuntime(options: CustomResourceRuntimeOption
       const created = (await custom.createNamespacedCustomObject({ ...target, body, fieldManager: FIELD_MANAGERS.api })) as BrowserSessionResource;
       uid = created.metadata.uid!;
     } catch (error) {
-      if (statusOf(error) !== 409) throw error;
+      if (apiErrorCode(error) !== 409) throw error;
       uid = ((await custom.getNamespacedCustomObject({ ...target, name })) as BrowserSessionResource).metadata.uid!;
     }
     const secret = launchSecret(spec, namespace, { name, uid });
     try {
       await core.createNamespacedSecret({ namespace, body: secret, fieldManager: FIELD_MANAGERS.api });
     } catch (error) {
-      if (statusOf(error) !== 409) throw error;
+      if (apiErrorCode(error) !== 409) throw error;
       // Left by an earlier resource of this id (owned by its old uid): replaced, not reused.
       await core.deleteNamespacedSecret({ name: secret.metadata!.name!, namespace }).catch(ignoreNotFound);
       await core.createNamespacedSecret({ namespace, body: secret, fieldManager: FIELD_MANAGERS.api });

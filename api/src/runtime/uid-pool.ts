@@ -1,6 +1,6 @@
 import { mkdirSync, openSync, closeSync, readFileSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import type { Logger } from 'pino';
-import { isProcessAlive, processesOfUids } from '../../../agent/src/process-group.js';
+import { isProcessAlive, processesOfUids } from '../../../lib/process-group.js';
 
 /**
  * The uids embedded browsers run as: each session's Chromium (and its Xvfb and x11vnc)

@@ -1,0 +1,3 @@
+/** API keys' facade. */
+export { apiKeyRoutes } from './routes.js';
+export * from './service.js';

@@ -1,0 +1,5 @@
+/** Browser sessions' facade. */
+export { browsersModule } from './module.js';
+export { terminateGraceMs } from './service.js';
+export { createBrowserBody, DEFAULT_VIEWPORT } from './schema.js';
+export { applyTelemetry, type TelemetryConfig } from './telemetry.js';

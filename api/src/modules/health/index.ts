@@ -1,0 +1,2 @@
+/** Health's facade. */
+export * from './routes.js';

@@ -1,0 +1,3 @@
+/** Orgs' facade. */
+export { firstOrg, type OrgRow } from './store.js';
+export { bootstrap, ADMIN_KEY_FILE } from './bootstrap.js';
