@@ -7,28 +7,54 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import type { BrowserRuntime } from '../../contract/browser-runtime.js';
 import { parseAllowedNetworks } from '../../contract/egress.js';
-import type { AppDeps } from './app-deps.js';
-import { systemClock } from './clock.js';
+import type { AppDeps, AppSettings } from './app-deps.js';
+import { systemClock, type Clock } from './clock.js';
 import { databaseTimeouts, type Config } from './config.js';
 import { createSealer } from './crypto/sealer.js';
 import { agentTokensFrom } from '../../contract/agent-client.js';
 import type { Db } from './db/pool.js';
 import { createPgEventHub } from './events/hub.js';
-import { loadProxyUpstreams } from './modules/proxies/upstreams.js';
+import { loadProxyUpstreams, type ProxySettings } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
+import type { ProfileStore } from './ports/profile-store.js';
 import { createFileProfileStore } from './storage/file-profile-store.js';
 
-export async function composeAppDeps(
-  config: Config,
-  /** encryptionKey: loadEncryptionKey's, loaded by the caller, whose runtime needs the agent tokens too. */
-  parts: { db: Db; databaseUrl: string; runtime: BrowserRuntime; kubernetes: boolean; log: Logger; shutdown: AbortSignal; encryptionKey: Buffer },
-): Promise<AppDeps> {
+/** What the composer is handed rather than reads from the configuration. */
+export interface ComposeParts {
+  db: Db;
+  databaseUrl: string;
+  runtime: BrowserRuntime;
+  /** Browsers run in pods: this host's free memory says nothing about room for them. */
+  kubernetes: boolean;
+  log: Logger;
+  shutdown: AbortSignal;
+  /** loadEncryptionKey's, loaded by the caller, whose runtime needs the agent tokens too. */
+  encryptionKey: Buffer;
+}
+
+/**
+ * What a caller replaces in the composition: the test app its clock, its settings (a
+ * whole set: tests state every limit they rely on), its proxy settings and profile
+ * store. The service and the operator replace nothing.
+ */
+export interface ComposeOverrides {
+  clock?: Clock;
+  settings?: AppSettings;
+  proxy?: Partial<ProxySettings>;
+  profileStore?: ProfileStore;
+}
+
+/**
+ * The one composition of AppDeps, for the service, the operator (its GitOps reconcilers
+ * work through the API's modules) and the test app, each with its own parts and overrides.
+ */
+export async function composeAppDeps(config: Config, parts: ComposeParts, overrides: ComposeOverrides = {}): Promise<AppDeps> {
   const { db, databaseUrl, runtime, log } = parts;
   return {
     db,
-    clock: systemClock,
+    clock: overrides.clock ?? systemClock,
     log,
-    settings: {
+    settings: overrides.settings ?? {
       maxBodyBytes: config.BROWSERPLANE_MAX_BODY_BYTES,
       orgMaxConcurrentSessions: config.BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS,
       publicUrl: config.BROWSERPLANE_PUBLIC_URL,
@@ -45,8 +71,9 @@ export async function composeAppDeps(
       upstreams: await loadProxyUpstreams(config.BROWSERPLANE_PROXY_UPSTREAMS, config.BROWSERPLANE_PROXY_UPSTREAMS_FILE),
       checkUrl: config.BROWSERPLANE_PROXY_CHECK_URL,
       egress: { blockPrivate: config.BROWSERPLANE_BLOCK_PRIVATE_NETWORKS, allowed: parseAllowedNetworks(config.BROWSERPLANE_ALLOWED_PRIVATE_NETWORKS) },
+      ...overrides.proxy,
     },
-    profileStore: createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
+    profileStore: overrides.profileStore ?? createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
     shutdown: parts.shutdown,
     runtime,
     agentTokens: agentTokensFrom(parts.encryptionKey),

@@ -13,9 +13,8 @@ import { EmbeddedPostgres } from './db/embedded-postgres.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
 import { ADMIN_KEY_FILE, bootstrap } from './modules/orgs/bootstrap.js';
-import { adoptBrowsersAtStart, attachCdpProxy, IdleReaper } from './modules/browsers/module.js';
-import { poolManager } from './modules/browser-pools/manager.js';
-import { authFlows } from './modules/auth-connections/engine/flows.js';
+import { adoptBrowsersAtStart, attachCdpProxy } from './modules/browsers/module.js';
+import { createAppServices, startBackground } from './app-services.js';
 import { closeProfileWriters, liveProfileWriters } from './modules/browsers/profile-archive-stop.js';
 import { KubeConfig } from '@kubernetes/client-node';
 import { createLocalRuntime } from './runtime/local-runtime.js';
@@ -77,21 +76,17 @@ export async function startService(config: Config, log: Logger): Promise<Running
     // end another replica's launch in flight as interrupted (the reaper covers the rest).
     if (!browsers.kubernetes) await adoptBrowsersAtStart(deps);
 
+    const services = createAppServices(deps);
     const { app, lifecycle } = buildApp(deps);
     const server = await listen(app, config.PORT, config.HOST);
     const cdpProxy = attachCdpProxy(server, deps);
-    const reaper = new IdleReaper(deps, { connections: cdpProxy.connections });
-    reaper.start();
-    const pools = poolManager(deps);
     const address = server.address() as AddressInfo;
     const url = `http://${address.address}:${address.port}`;
     // Agents fetch and save profiles here: on this host by loopback, from pods by the Service.
     deps.settings.internalUrl = config.BROWSERPLANE_INTERNAL_URL ?? loopbackUrl(address);
     // After the internal URL is known: pool browsers with a profile fetch it from there.
-    await pools.start();
-    // Login flows, health checks and re-auths (health checks on the job queue).
-    const flows = authFlows(deps);
-    await flows.start();
+    // The reaper, the pool fill, and login flows, health checks and re-auths (on the job queue).
+    const background = await startBackground(deps, services, cdpProxy.connections, { reaper: {}, pools: {}, jobs: {} });
     log.info({ url, dataDir: config.dataDir, embeddedPostgres: Boolean(embedded) }, 'browserplane listening');
 
     return {
@@ -104,15 +99,13 @@ export async function startService(config: Config, log: Logger): Promise<Running
         cdpProxy.close();
         // Waiting acquires are answered (204) at once; launches in flight end with the
         // shutdown signal, and are waited for after the drain so it starts promptly.
-        const poolsStopped = pools.stop();
         // Flows fail as interrupted and the job queue stops taking work, alongside the
         // drain: awaited after it, so the listener closes without waiting for them.
-        const flowsStopped = flows.stop();
-        await reaper.stop();
+        const poolsAndFlowsStopped = background.stopPoolsAndFlows();
+        await background.stopReaper();
         await closeProfileWriters(deps, writers);
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
-        await poolsStopped;
-        await flowsStopped;
+        await poolsAndFlowsStopped;
         // A stopped embedded service leaves no browser behind (their sessions end as
         // browser_gone when the reaper next looks); in Kubernetes mode they carry on.
         await browsers.stop();

@@ -20,7 +20,7 @@ import { OperatorConfigError, parseOperatorConfig, type OperatorConfig } from '.
 import { LeaderElector } from './k8s/leader-election.js';
 import { kubernetesLeaseStore } from './k8s/lease-store.js';
 import type { AppDeps } from '../../api/src/index.js';
-import { poolReconcilerDeps } from './pool-deps.js';
+import { apiConfigOf, poolReconcilerDeps } from './pool-deps.js';
 import { startBrowserPoolReconciler } from './reconcilers/browser-pool.js';
 import { startAuthConnectionReconciler } from './reconcilers/auth-connection.js';
 import { createBrowserSessionReconciler, type BrowserSessionReconciler } from './reconcilers/browser-session.js';
@@ -65,7 +65,8 @@ async function main(): Promise<void> {
   state.metrics.leading(config.BROWSERPLANE_OPERATOR_LEASE, false);
   const stopping = new AbortController();
   // With DATABASE_URL, BrowserPools applied with kubectl are reconciled into pools too.
-  const pools = await poolReconcilerDeps(process.env, kube, config.POD_NAMESPACE, log, stopping.signal);
+  const apiConfig = apiConfigOf(process.env);
+  const pools = apiConfig ? await poolReconcilerDeps(apiConfig, kube, config.POD_NAMESPACE, log, stopping.signal) : undefined;
   const health = await startHealthServer(config, state);
   log.info({ port: (health.address() as AddressInfo).port, namespace: config.POD_NAMESPACE, lease: config.BROWSERPLANE_OPERATOR_LEASE }, 'operator started; campaigning');
 

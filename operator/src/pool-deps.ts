@@ -8,7 +8,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { AppDeps } from '../../api/src/index.js';
-import { databaseTimeouts, parseConfig } from '../../api/src/index.js';
+import { databaseTimeouts, parseConfig, type Config } from '../../api/src/index.js';
 import { createPool } from '../../api/src/index.js';
 import { composeAppDeps } from '../../api/src/index.js';
 import { createCustomResourceRuntime } from '../../api/src/index.js';
@@ -20,10 +20,14 @@ export interface PoolReconcilerDeps {
   close(): Promise<void>;
 }
 
-export async function poolReconcilerDeps(env: NodeJS.ProcessEnv, kube: KubeConfig, namespace: string, log: Logger, shutdown: AbortSignal): Promise<PoolReconcilerDeps | undefined> {
+/** The API's configuration, parsed once by the composition root (main.ts), when DATABASE_URL is set. */
+export function apiConfigOf(env: NodeJS.ProcessEnv): (Config & { DATABASE_URL: string }) | undefined {
   if (!env.DATABASE_URL) return undefined;
-  const config = parseConfig(env);
-  const databaseUrl = env.DATABASE_URL;
+  return { ...parseConfig(env), DATABASE_URL: env.DATABASE_URL };
+}
+
+export async function poolReconcilerDeps(config: Config & { DATABASE_URL: string }, kube: KubeConfig, namespace: string, log: Logger, shutdown: AbortSignal): Promise<PoolReconcilerDeps> {
+  const databaseUrl = config.DATABASE_URL;
   const db = createPool(databaseUrl, config.DATABASE_POOL_MAX, databaseTimeouts(config));
   db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));
   const encryptionKey = await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir);

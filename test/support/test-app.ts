@@ -2,6 +2,7 @@ import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import type { AppDeps, AppSettings } from '../../api/src/app-deps.js';
+import type { AppServices } from '../../api/src/app-services.js';
 import { buildApp } from '../../api/src/app.js';
 import { FixedClock, systemClock, type Clock } from '../../api/src/clock.js';
 import { createLogger } from '../../api/src/logger.js';
@@ -9,16 +10,15 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { createSealer } from '../../api/src/crypto/sealer.js';
-import { createPgEventHub } from '../../api/src/events/hub.js';
+import { composeAppDeps } from '../../api/src/compose.js';
+import { parseConfig } from '../../api/src/config.js';
+import { createAppServices, startBackground } from '../../api/src/app-services.js';
 import { issueApiKey } from '../../api/src/modules/api-keys/service.js';
 import type { ProxySettings } from '../../api/src/modules/proxies/upstreams.js';
-import { allProjectResources } from '../../api/src/modules/registry.js';
 import { createFileProfileStore } from '../../api/src/storage/file-profile-store.js';
-import { attachCdpProxy, IdleReaper, type CdpProxy } from '../../api/src/modules/browsers/module.js';
+import { attachCdpProxy, type CdpProxy } from '../../api/src/modules/browsers/module.js';
 import { REAP_INTERVAL_MS } from '../../api/src/modules/browsers/reaper.js';
-import { poolManager, POOL_RECONCILE_INTERVAL_MS } from '../../api/src/modules/browser-pools/manager.js';
-import { authFlows } from '../../api/src/modules/auth-connections/engine/flows.js';
+import { POOL_RECONCILE_INTERVAL_MS } from '../../api/src/modules/browser-pools/manager.js';
 import { LAUNCH_TIMEOUT_MS } from '../../api/src/modules/browsers/service.js';
 import { parseAllowedNetworks } from '../../contract/egress.js';
 import { createLocalRuntime, type LocalRuntime, type LocalRuntimeOptions } from '../../api/src/runtime/local-runtime.js';
@@ -42,6 +42,8 @@ export interface TestApp {
   url: string;
   database: TestDatabase;
   deps: AppDeps;
+  /** The app's long-lived services (pools, login flows), as its routes use them. */
+  services: AppServices;
   clock: Clock;
   /** The first org, created with the app. */
   tenant: Tenant;
@@ -93,30 +95,29 @@ export async function startTestApp(
     ...(options.egress ? { egress: options.egress } : {}),
     ...(options.agentFsEnv ? { agentFsEnv: options.agentFsEnv } : {}),
   });
-  const deps: AppDeps = {
-    db: database.db,
-    clock,
-    log,
-    settings: {
-      maxBodyBytes: 64 * 1024,
-      orgMaxConcurrentSessions: 50,
-      browserLaunchTimeoutMs: LAUNCH_TIMEOUT_MS,
-      ...options.settings,
+  // The service's own composition, with the test's clock, limits, proxy settings and store.
+  const config = parseConfig({ BROWSERPLANE_DATA_DIR: profileDir });
+  const deps = await composeAppDeps(
+    config,
+    { db: database.db, databaseUrl: database.url, runtime, kubernetes: false, log, shutdown: shutdown.signal, encryptionKey },
+    {
+      clock,
+      settings: {
+        maxBodyBytes: 64 * 1024,
+        orgMaxConcurrentSessions: 50,
+        browserLaunchTimeoutMs: LAUNCH_TIMEOUT_MS,
+        ...options.settings,
+      },
+      proxy: {
+        upstreams: [],
+        checkUrl: 'http://127.0.0.1:9/unused',
+        egress: options.egress ? { blockPrivate: options.egress.blockPrivateNetworks, allowed: parseAllowedNetworks(options.egress.allowedNetworks) } : undefined,
+        ...options.proxy,
+      },
+      profileStore: createFileProfileStore(profileDir),
     },
-    projectResources: allProjectResources(),
-    sealer: createSealer(encryptionKey),
-    events: createPgEventHub(database.url, database.db, log),
-    proxy: {
-      upstreams: [],
-      checkUrl: 'http://127.0.0.1:9/unused',
-      ...(options.egress ? { egress: { blockPrivate: options.egress.blockPrivateNetworks, allowed: parseAllowedNetworks(options.egress.allowedNetworks) } } : {}),
-      ...options.proxy,
-    },
-    profileStore: createFileProfileStore(profileDir),
-    shutdown: shutdown.signal,
-    runtime,
-    agentTokens,
-  };
+  );
+  const services = createAppServices(deps);
   const { app } = buildApp(deps);
   const server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
@@ -125,17 +126,11 @@ export async function startTestApp(
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   // Agents fetch and save profiles at the app's own address, as in the service.
   deps.settings.internalUrl ??= url;
-  const reaper = options.background
-    ? new IdleReaper(deps, { connections: cdpProxy.connections, intervalMs: options.background.reaperIntervalMs ?? REAP_INTERVAL_MS })
-    : undefined;
-  reaper?.start();
-  const pools = options.background ? poolManager(deps) : undefined;
-  await pools?.start({ intervalMs: options.background?.poolIntervalMs ?? POOL_RECONCILE_INTERVAL_MS });
-  // Login flows run on demand; the job queue (health checks) only when asked for.
-  const flows = authFlows(deps);
-  await flows.start({
-    jobs: options.background?.jobs === true,
-    ...(options.background?.jobPollIntervalMs ? { jobPollIntervalMs: options.background.jobPollIntervalMs } : {}),
+  // The loops the service runs, only when asked for; login flows always run on demand.
+  const background = await startBackground(deps, services, cdpProxy.connections, {
+    reaper: options.background ? { intervalMs: options.background.reaperIntervalMs ?? REAP_INTERVAL_MS } : false,
+    pools: options.background ? { intervalMs: options.background.poolIntervalMs ?? POOL_RECONCILE_INTERVAL_MS } : false,
+    jobs: options.background?.jobs === true ? (options.background.jobPollIntervalMs ? { pollIntervalMs: options.background.jobPollIntervalMs } : {}) : false,
   });
   const client = (key?: string, headers?: Record<string, string>) => new HttpClient(url, key, headers);
 
@@ -164,6 +159,7 @@ export async function startTestApp(
     url,
     database,
     deps,
+    services,
     clock,
     tenant,
     newTenant,
@@ -172,9 +168,8 @@ export async function startTestApp(
     runtime,
     async close() {
       shutdown.abort();
-      await reaper?.stop();
-      await pools?.stop();
-      await flows.stop();
+      await background.stopReaper();
+      await background.stopPoolsAndFlows();
       cdpProxy.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

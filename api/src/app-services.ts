@@ -1,0 +1,60 @@
+import type { AppDeps } from './app-deps.js';
+import { authFlows, type AuthFlows } from './modules/auth-connections/engine/flows.js';
+import { poolManager, POOL_RECONCILE_INTERVAL_MS, type PoolManager } from './modules/browser-pools/manager.js';
+import { IdleReaper, type CdpConnections } from './modules/browsers/module.js';
+import { REAP_INTERVAL_MS } from './modules/browsers/reaper.js';
+
+/**
+ * The app's long-lived services, made once per app by whoever composes it (the service,
+ * the test app) and handed to the routes that need them: nobody finds them through a
+ * hidden registry, and their owner starts and stops them.
+ */
+export interface AppServices {
+  /** Warm pools: leases, fill, release. Started only where pools are filled (the API process). */
+  pools: PoolManager;
+  /** Login flows, health checks and re-auths. */
+  flows: AuthFlows;
+}
+
+export interface BackgroundOptions {
+  /** The idle reaper's tick (default REAP_INTERVAL_MS); false: no reaper. */
+  reaper?: { intervalMs?: number } | false;
+  /** The pool fill loop's tick (default POOL_RECONCILE_INTERVAL_MS); false: pools are not filled here. */
+  pools?: { intervalMs?: number } | false;
+  /** The job queue (health checks): false runs login flows on demand only. */
+  jobs?: { pollIntervalMs?: number } | false;
+}
+
+export function createAppServices(deps: AppDeps): AppServices {
+  return { pools: poolManager(deps), flows: authFlows(deps) };
+}
+
+/** Running background work of one app, started together and stopped in the service's order. */
+export interface RunningBackground {
+  /** Starts stopping the pools and flows at once (waiting acquires are answered now); resolves when both have stopped. */
+  stopPoolsAndFlows(): Promise<void>;
+  stopReaper(): Promise<void>;
+}
+
+/**
+ * Starts the background work the options ask for: the idle reaper (which spares
+ * sessions with live CDP `connections`), the pool fill and the login-flow engine.
+ */
+export async function startBackground(deps: AppDeps, services: AppServices, connections: CdpConnections, options: BackgroundOptions): Promise<RunningBackground> {
+  const reaper = options.reaper === false ? undefined : new IdleReaper(deps, { connections, intervalMs: options.reaper?.intervalMs ?? REAP_INTERVAL_MS });
+  reaper?.start();
+  const pools = options.pools === false ? undefined : services.pools;
+  await pools?.start({ intervalMs: (options.pools || undefined)?.intervalMs ?? POOL_RECONCILE_INTERVAL_MS });
+  await services.flows.start({
+    jobs: options.jobs !== false && options.jobs !== undefined,
+    ...(options.jobs && options.jobs.pollIntervalMs ? { jobPollIntervalMs: options.jobs.pollIntervalMs } : {}),
+  });
+  return {
+    async stopPoolsAndFlows() {
+      await Promise.all([pools?.stop(), services.flows.stop()]);
+    },
+    async stopReaper() {
+      await reaper?.stop();
+    },
+  };
+}
