@@ -41,7 +41,8 @@ import type { ReconcileOutcome } from '../k8s/work-queue.js';
 import type { BrowserRuntime } from '../../../contract/browser-runtime.js';
 import { planBrowserSession, type DesiredSessionStatus, type LaunchRecord, type SessionAction } from './browser-session-plan.js';
 import { readLaunchSpec, type ParsedLaunchSpec } from './launch-spec.js';
-import { nextCondition, statusWriter, withCondition, type ResourceStatus } from './status.js';
+import { nextCondition, withCondition } from './conditions.js';
+import { statusWriter, type ResourceStatus } from './status.js';
 import { EVENT_REASONS, readyReasonOf, regardingOf, sessionTransitionEvent } from './transition-events.js';
 
 export interface BrowserSessionResource extends KubernetesObject {
