@@ -20,6 +20,7 @@ import {
   type UpdatePoolInput,
 } from '../../../api/src/modules/browser-pools/index.js';
 import { wireBodyOf, wireSchemaOf } from '../k8s/structural-schema.js';
+import { nextCondition, type Condition, type ConditionValue } from './conditions.js';
 import { sameJson } from './status.js';
 
 /** Reasons of the Ready condition. */
@@ -238,15 +239,6 @@ export function problemOfRefusal(code: string, message: string): Problem {
 
 // ---- status --------------------------------------------------------------------------
 
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  observedGeneration: number;
-  lastTransitionTime: string;
-  reason: string;
-  message: string;
-}
-
 export interface BrowserPoolStatus {
   observedGeneration: number;
   poolId?: string;
@@ -265,7 +257,7 @@ export interface StatusInput {
   problem: Problem | undefined;
 }
 
-function readyOf({ deleting, pool, problem }: StatusInput): Pick<Condition, 'status' | 'reason' | 'message'> {
+function readyOf({ deleting, pool, problem }: StatusInput): Omit<ConditionValue, 'type'> {
   if (deleting) return { status: 'False', reason: READY_REASONS.draining, message: 'the resource is being deleted: the pool warms and leases no more browsers' };
   if (problem) return { status: 'False', reason: problem.reason, message: problem.message };
   const warm = pool ? pool.availableCount + pool.acquiredCount : 0;
@@ -274,24 +266,18 @@ function readyOf({ deleting, pool, problem }: StatusInput): Pick<Condition, 'sta
   return { status: 'False', reason: READY_REASONS.filling, message: `${warm} of ${size} browsers warm` };
 }
 
-function drainingOf({ pool }: StatusInput): Pick<Condition, 'status' | 'reason' | 'message'> {
+function drainingOf({ pool }: StatusInput): Omit<ConditionValue, 'type'> {
   const leased = pool?.acquiredCount ?? 0;
   if (leased > 0) return { status: 'True', reason: DRAINING_REASONS.leasesHeld, message: `waiting for ${leased} leased browser${leased === 1 ? '' : 's'} to be released` };
   return { status: 'True', reason: DRAINING_REASONS.deleting, message: 'no browser is leased: the pool is being deleted' };
 }
 
-/** A condition that keeps its lastTransitionTime unless its status flips. */
-function condition(type: string, generation: number, now: string, previous: Condition[] | undefined, value: Pick<Condition, 'status' | 'reason' | 'message'>): Condition {
-  const before = previous?.find((c) => c.type === type);
-  const lastTransitionTime = before && before.status === value.status ? before.lastTransitionTime : now;
-  return { type, ...value, observedGeneration: generation, lastTransitionTime };
-}
-
 /** The status to report; `previous` supplies the transition times to keep. */
 export function statusOf(input: StatusInput, previous: Partial<BrowserPoolStatus> | undefined, now: Date): BrowserPoolStatus {
+  // Milliseconds, unlike the other kinds' conditions: as this status has always written them.
   const at = now.toISOString();
-  const conditions = [condition(CONDITION_TYPES.ready, input.generation, at, previous?.conditions, readyOf(input))];
-  if (input.deleting) conditions.push(condition(CONDITION_TYPES.draining, input.generation, at, previous?.conditions, drainingOf(input)));
+  const conditions = [nextCondition(previous?.conditions, { type: CONDITION_TYPES.ready, ...readyOf(input) }, input.generation, at)];
+  if (input.deleting) conditions.push(nextCondition(previous?.conditions, { type: CONDITION_TYPES.draining, ...drainingOf(input) }, input.generation, at));
   const { pool } = input;
   return {
     observedGeneration: input.generation,

@@ -41,7 +41,8 @@ import type { ReconcileOutcome } from '../k8s/work-queue.js';
 import type { BrowserRuntime } from '../../../contract/browser-runtime.js';
 import { planBrowserSession, type DesiredSessionStatus, type LaunchRecord, type SessionAction } from './browser-session-plan.js';
 import { readLaunchSpec, type ParsedLaunchSpec } from './launch-spec.js';
-import { nextCondition, statusWriter, withCondition, type ResourceStatus } from './status.js';
+import { nextCondition, withCondition } from './conditions.js';
+import { statusWriter, type ResourceStatus, type StatusWriter } from './status.js';
 import { EVENT_REASONS, readyReasonOf, regardingOf, sessionTransitionEvent } from './transition-events.js';
 
 export interface BrowserSessionResource extends KubernetesObject {
@@ -65,16 +66,6 @@ export interface BrowserSessionReconcilerOptions {
   metrics?: ControllerMetrics;
 }
 
-export interface BrowserSessionReconciler {
-  controller: Controller;
-  /** True once every source has listed (and so the caches reflect the cluster). */
-  readonly synced: boolean;
-  /** Reconciles until `signal` aborts; launches in flight are abandoned (their pods stay for the next leader). */
-  run(signal: AbortSignal): Promise<void>;
-  /** The owner reference a browser's pod and Secret carry (for the runtime's ownerReferencesOf). */
-  ownerReferencesOf(browserId: string): V1OwnerReference[] | undefined;
-}
-
 /** The status fields this reconciler owns, compared to decide whether to write. */
 const OWNED_STATUS_KEYS = ['observedGeneration', 'sessionId', 'phase', 'podName', 'agentUrl', 'message', 'conditions'] as const;
 
@@ -84,50 +75,110 @@ interface LaunchEntry {
   record: LaunchRecord;
 }
 
-export function createBrowserSessionReconciler(options: BrowserSessionReconcilerOptions): BrowserSessionReconciler {
-  const { config, namespace, runtime } = options;
-  const log = options.log.child({ controller: 'browser-sessions' });
-  const now = options.now ?? (() => new Date());
-  const custom = config.makeApiClient(CustomObjectsApi);
-  const core = config.makeApiClient(CoreV1Api);
-  const writer = statusWriter(config);
-  const launches = new Map<string, LaunchEntry>();
+interface Context {
+  key: string;
+  uid: string;
+  resource: BrowserSessionResource;
+  sessionId: string;
+  launchSpec: ParsedLaunchSpec;
+}
+
+export class BrowserSessionReconciler {
+  readonly controller: Controller;
+  private readonly namespace: string;
+  private readonly runtime: BrowserRuntime;
+  private readonly log: Logger;
+  private readonly now: () => Date;
+  private readonly custom: CustomObjectsApi;
+  private readonly core: CoreV1Api;
+  private readonly writer: StatusWriter;
+  private readonly launches = new Map<string, LaunchEntry>();
   /** The status this process last wrote per key: the only writer's newest truth, fresher than a lagging cache. */
-  const written = new Map<string, { uid: string; status: ResourceStatus }>();
-  let syncedSources = 0;
+  private readonly written = new Map<string, { uid: string; status: ResourceStatus }>();
+  private readonly sessions: Informer<BrowserSessionResource> & ObjectCache<BrowserSessionResource>;
+  private readonly secrets: Informer<V1Secret> & ObjectCache<V1Secret>;
+  private readonly sourceCount: number;
+  private syncedSources = 0;
 
-  const sessions = makeInformer<BrowserSessionResource>(
-    config,
-    `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${PLURALS.BrowserSession}`,
-    () => custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURALS.BrowserSession }) as Promise<KubernetesListObject<BrowserSessionResource>>,
-  );
-  const secrets = makeInformer<V1Secret>(config, `/api/v1/namespaces/${namespace}/secrets`, () => core.listNamespacedSecret({ namespace, labelSelector: LABELS.sessionId }), LABELS.sessionId);
-  const podSelector = Object.entries(COMPONENT_LABELS).map(([key, value]) => `${key}=${value}`).join(',');
-  const pods = makeInformer<V1Pod>(config, `/api/v1/namespaces/${namespace}/pods`, () => core.listNamespacedPod({ namespace, labelSelector: podSelector }), podSelector);
+  constructor(private readonly options: BrowserSessionReconcilerOptions) {
+    const { config, namespace } = options;
+    this.namespace = namespace;
+    this.runtime = options.runtime;
+    this.log = options.log.child({ controller: 'browser-sessions' });
+    this.now = options.now ?? (() => new Date());
+    const custom = (this.custom = config.makeApiClient(CustomObjectsApi));
+    const core = (this.core = config.makeApiClient(CoreV1Api));
+    this.writer = statusWriter(config);
 
-  const keyOfName = (name: string) => `${namespace}/${name}`;
-  const sources: ControllerSource[] = [
-    { name: 'browsersessions', informer: counted(sessions), keysOf: (object) => [keyOfName(object.metadata!.name!)] },
-    {
-      name: 'launch-secrets',
-      informer: counted(secrets),
-      keysOf: (object) => {
-        const name = object.metadata?.name ?? '';
-        return name.endsWith(LAUNCH_SECRET_SUFFIX) ? [keyOfName(name.slice(0, -LAUNCH_SECRET_SUFFIX.length))] : [];
+    this.sessions = makeInformer<BrowserSessionResource>(
+      config,
+      `/apis/${GROUP}/${VERSION}/namespaces/${namespace}/${PLURALS.BrowserSession}`,
+      () => custom.listNamespacedCustomObject({ group: GROUP, version: VERSION, namespace, plural: PLURALS.BrowserSession }) as Promise<KubernetesListObject<BrowserSessionResource>>,
+    );
+    this.secrets = makeInformer<V1Secret>(config, `/api/v1/namespaces/${namespace}/secrets`, () => core.listNamespacedSecret({ namespace, labelSelector: LABELS.sessionId }), LABELS.sessionId);
+    const podSelector = Object.entries(COMPONENT_LABELS).map(([key, value]) => `${key}=${value}`).join(',');
+    const pods = makeInformer<V1Pod>(config, `/api/v1/namespaces/${namespace}/pods`, () => core.listNamespacedPod({ namespace, labelSelector: podSelector }), podSelector);
+
+    const keyOfName = (name: string) => `${namespace}/${name}`;
+    const sources: ControllerSource[] = [
+      { name: 'browsersessions', informer: this.counted(this.sessions), keysOf: (object) => [keyOfName(object.metadata!.name!)] },
+      {
+        name: 'launch-secrets',
+        informer: this.counted(this.secrets),
+        keysOf: (object) => {
+          const name = object.metadata?.name ?? '';
+          return name.endsWith(LAUNCH_SECRET_SUFFIX) ? [keyOfName(name.slice(0, -LAUNCH_SECRET_SUFFIX.length))] : [];
+        },
       },
-    },
-    {
-      name: 'browser-pods',
-      informer: counted(pods),
-      keysOf: (object) => {
-        const browserId = object.metadata?.annotations?.[BROWSER_ID_LABEL];
-        return browserId ? [keyOfName(resourceNameOf(browserId))] : [];
+      {
+        name: 'browser-pods',
+        informer: this.counted(pods),
+        keysOf: (object) => {
+          const browserId = object.metadata?.annotations?.[BROWSER_ID_LABEL];
+          return browserId ? [keyOfName(resourceNameOf(browserId))] : [];
+        },
       },
-    },
-  ] as ControllerSource[];
+    ] as ControllerSource[];
+    this.sourceCount = sources.length;
+
+    this.controller = new Controller({
+      name: 'browser-sessions',
+      sources,
+      reconcile: (key) => this.reconcile(key),
+      workers: options.workers ?? 4,
+      resyncMs: options.resyncMs ?? 300_000,
+      log: this.log,
+      ...(options.metrics ? { metrics: options.metrics } : {}),
+    });
+  }
+
+  /** True once every source has listed (and so the caches reflect the cluster). */
+  get synced(): boolean {
+    return this.syncedSources === this.sourceCount;
+  }
+
+  /** Reconciles until `signal` aborts; launches in flight are abandoned (their pods stay for the next leader). */
+  async run(signal: AbortSignal): Promise<void> {
+    try {
+      await this.controller.run(signal);
+    } finally {
+      for (const entry of this.launches.values()) entry.abort.abort(new Error('the reconciler stopped'));
+      this.launches.clear();
+      this.written.clear();
+    }
+  }
+
+  /** The owner reference a browser's pod and Secret carry (for the runtime's ownerReferencesOf). */
+  ownerReferencesOf(browserId: string): V1OwnerReference[] | undefined {
+    const resource = this.sessions.get(resourceNameOf(browserId), this.namespace);
+    if (!resource?.metadata?.uid) return undefined;
+    // Not blocking: the finalizer already holds the resource until the pod is gone, and
+    // blocking would need update on browsersessions/finalizers for nothing.
+    return [{ apiVersion: API_VERSION, kind: 'BrowserSession', name: resource.metadata.name!, uid: resource.metadata.uid, controller: true, blockOwnerDeletion: false }];
+  }
 
   /** The informer, reporting when its first list is done (for readiness). */
-  function counted<T extends KubernetesObject>(informer: Informer<T> & ObjectCache<T>): Informer<T> & ObjectCache<T> {
+  private counted<T extends KubernetesObject>(informer: Informer<T> & ObjectCache<T>): Informer<T> & ObjectCache<T> {
     let counted = false;
     return {
       on: informer.on.bind(informer),
@@ -141,40 +192,30 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
         const listed = (informer as unknown as { latestResourceVersion?(): string }).latestResourceVersion?.() ?? 'unknown';
         if (!counted && listed !== '') {
           counted = true;
-          syncedSources += 1;
+          this.syncedSources += 1;
         }
       },
     };
   }
 
-  const controller = new Controller({
-    name: 'browser-sessions',
-    sources,
-    reconcile,
-    workers: options.workers ?? 4,
-    resyncMs: options.resyncMs ?? 300_000,
-    log,
-    ...(options.metrics ? { metrics: options.metrics } : {}),
-  });
-
-  async function reconcile(key: string): Promise<ReconcileOutcome | void> {
+  private async reconcile(key: string): Promise<ReconcileOutcome | void> {
     const { name } = splitKey(key);
-    const resource = sessions.get(name, namespace);
+    const resource = this.sessions.get(name, this.namespace);
     if (!resource) {
       // Gone (its finalizer was released): nothing left to do but forget.
-      launches.get(key)?.abort.abort();
-      launches.delete(key);
-      written.delete(key);
+      this.launches.get(key)?.abort.abort();
+      this.launches.delete(key);
+      this.written.delete(key);
       return;
     }
     const uid = resource.metadata!.uid!;
     const sessionId = resource.metadata?.labels?.[LABELS.sessionId] ?? idOfResourceName(name);
     const launchSecretName = `${name}${LAUNCH_SECRET_SUFFIX}`;
-    const launchSpec = readLaunchSpec(secrets.get(launchSecretName, namespace), sessionId);
-    const launch = launches.get(key)?.uid === uid ? launches.get(key) : undefined;
-    const own = written.get(key);
+    const launchSpec = readLaunchSpec(this.secrets.get(launchSecretName, this.namespace), sessionId);
+    const launch = this.launches.get(key)?.uid === uid ? this.launches.get(key) : undefined;
+    const own = this.written.get(key);
     const reported = own?.uid === uid ? own.status : resource.status;
-    const browser = await runtime.observe(sessionId);
+    const browser = await this.runtime.observe(sessionId);
     const plan = planBrowserSession({
       deleting: Boolean(resource.metadata?.deletionTimestamp),
       hasFinalizer: resource.metadata?.finalizers?.includes(FINALIZERS.browserSession) === true,
@@ -188,82 +229,74 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
     // The finalizer goes on before anything exists that it must clean up; the status is
     // written before the finalizer comes off (afterwards the resource may be gone).
     const actions = [...plan.actions];
-    if (actions[0]?.type === 'addFinalizer') await execute(actions.shift()!, { key, uid, resource, sessionId, launchSpec });
-    if (plan.status) await report(key, resource, sessionId, reported, plan.status);
-    for (const action of actions) await execute(action, { key, uid, resource, sessionId, launchSpec });
+    if (actions[0]?.type === 'addFinalizer') await this.execute(actions.shift()!, { key, uid, resource, sessionId, launchSpec });
+    if (plan.status) await this.report(key, resource, sessionId, reported, plan.status);
+    for (const action of actions) await this.execute(action, { key, uid, resource, sessionId, launchSpec });
     if (browser && actions.some((action) => action.type === 'terminate')) {
-      options.events?.record(regardingOf('BrowserSession', resource.metadata!), { type: 'Normal', action: 'Terminate', reason: EVENT_REASONS.podDeleted, note: `deleted browser pod ${browserPodName(sessionId)}` });
+      this.options.events?.record(regardingOf('BrowserSession', resource.metadata!), { type: 'Normal', action: 'Terminate', reason: EVENT_REASONS.podDeleted, note: `deleted browser pod ${browserPodName(sessionId)}` });
     }
     return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : undefined;
   }
 
-  interface Context {
-    key: string;
-    uid: string;
-    resource: BrowserSessionResource;
-    sessionId: string;
-    launchSpec: ParsedLaunchSpec;
-  }
-
-  async function execute(action: SessionAction, context: Context): Promise<void> {
+  private async execute(action: SessionAction, context: Context): Promise<void> {
     const { key, resource, sessionId } = context;
     const name = resource.metadata!.name!;
     switch (action.type) {
       case 'addFinalizer':
-        return applyFinalizer(name);
+        return this.applyFinalizer(name);
       case 'launch':
-        return startLaunch(context);
+        return this.startLaunch(context);
       case 'abortLaunch':
-        launches.get(key)?.abort.abort(new Error('the BrowserSession was deleted'));
+        this.launches.get(key)?.abort.abort(new Error('the BrowserSession was deleted'));
         return;
       case 'terminate':
-        await runtime.terminate(sessionId, { graceMs: options.terminateGraceMs ?? 10_000 });
+        await this.runtime.terminate(sessionId, { graceMs: this.options.terminateGraceMs ?? 10_000 });
         return;
       case 'deleteLaunchSecret':
-        await core.deleteNamespacedSecret({ name: `${name}${LAUNCH_SECRET_SUFFIX}`, namespace }).catch((error: unknown) => {
+        await this.core.deleteNamespacedSecret({ name: `${name}${LAUNCH_SECRET_SUFFIX}`, namespace: this.namespace }).catch((error: unknown) => {
           if (apiErrorCode(error) !== 404) throw error;
         });
         return;
       case 'removeFinalizer':
-        return removeFinalizer(resource);
+        return this.removeFinalizer(resource);
       case 'forgetLaunch':
-        launches.delete(key);
+        this.launches.delete(key);
         return;
     }
   }
 
-  function startLaunch({ key, uid, resource, launchSpec }: Context): void {
-    if (launches.get(key)?.record.state === 'running' || !launchSpec.spec) return;
+  private startLaunch({ key, uid, resource, launchSpec }: Context): void {
+    if (this.launches.get(key)?.record.state === 'running' || !launchSpec.spec) return;
     // The pod carries the session's owner labels too, so `kubectl get pods -l` finds it.
     const ownerLabels = Object.fromEntries(Object.values(LABELS).flatMap((label) => (resource.metadata?.labels?.[label] ? [[label, resource.metadata.labels[label]]] : [])));
     const spec = { ...launchSpec.spec, labels: { ...launchSpec.spec.labels, ...ownerLabels } };
     const entry: LaunchEntry = { uid, abort: new AbortController(), record: { state: 'running' } };
-    launches.set(key, entry);
-    log.info({ resource: key, browser_id: spec.browserId }, 'launching browser pod');
-    runtime
+    this.launches.set(key, entry);
+    this.log.info({ resource: key, browser_id: spec.browserId }, 'launching browser pod');
+    this.runtime
       .launch(spec, { signal: entry.abort.signal })
       .then(
         (result) => {
           entry.record = { state: 'finished', result };
         },
         (error: unknown) => {
-          if (!entry.abort.signal.aborted) log.warn({ resource: key, err: error }, 'browser launch failed; retrying');
-          if (launches.get(key) === entry) launches.delete(key);
+          if (!entry.abort.signal.aborted) this.log.warn({ resource: key, err: error }, 'browser launch failed; retrying');
+          if (this.launches.get(key) === entry) this.launches.delete(key);
         },
       )
-      .finally(() => controller.queue.add(key));
+      .finally(() => this.controller.queue.add(key));
   }
 
-  async function applyFinalizer(name: string): Promise<void> {
+  private async applyFinalizer(name: string): Promise<void> {
     // Server-side apply: finalizers are a set, so ours joins whatever others hold without a read-modify-write race.
-    await custom.patchNamespacedCustomObject(
+    await this.custom.patchNamespacedCustomObject(
       {
         group: GROUP,
         version: VERSION,
-        namespace,
+        namespace: this.namespace,
         plural: PLURALS.BrowserSession,
         name,
-        body: { apiVersion: API_VERSION, kind: 'BrowserSession', metadata: { name, namespace, finalizers: [FINALIZERS.browserSession] } },
+        body: { apiVersion: API_VERSION, kind: 'BrowserSession', metadata: { name, namespace: this.namespace, finalizers: [FINALIZERS.browserSession] } },
         fieldManager: FIELD_MANAGERS.operator,
         force: true,
       },
@@ -271,15 +304,15 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
     );
   }
 
-  async function removeFinalizer(resource: BrowserSessionResource): Promise<void> {
+  private async removeFinalizer(resource: BrowserSessionResource): Promise<void> {
     const at = resource.metadata?.finalizers?.indexOf(FINALIZERS.browserSession) ?? -1;
     if (at < 0) return;
     // By index with a test, whoever added it (the API may create the resource with it):
     // a stale cache fails the test (422) and the retry reads afresh.
     const path = `/metadata/finalizers/${at}`;
-    await custom
+    await this.custom
       .patchNamespacedCustomObject(
-        { group: GROUP, version: VERSION, namespace, plural: PLURALS.BrowserSession, name: resource.metadata!.name!, body: [{ op: 'test', path, value: FINALIZERS.browserSession }, { op: 'remove', path }], fieldManager: FIELD_MANAGERS.operator },
+        { group: GROUP, version: VERSION, namespace: this.namespace, plural: PLURALS.BrowserSession, name: resource.metadata!.name!, body: [{ op: 'test', path, value: FINALIZERS.browserSession }, { op: 'remove', path }], fieldManager: FIELD_MANAGERS.operator },
         setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
       )
       .catch((error: unknown) => {
@@ -287,10 +320,10 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
       });
   }
 
-  async function report(key: string, resource: BrowserSessionResource, sessionId: string, reported: ResourceStatus | undefined, desired: DesiredSessionStatus): Promise<void> {
+  private async report(key: string, resource: BrowserSessionResource, sessionId: string, reported: ResourceStatus | undefined, desired: DesiredSessionStatus): Promise<void> {
     const generation = resource.metadata?.generation;
     const previous = reported?.conditions;
-    const ready = nextCondition(previous, { type: 'Ready', status: desired.ready ? 'True' : 'False', reason: desired.reason, message: desired.message }, generation, now());
+    const ready = nextCondition(previous, { type: 'Ready', status: desired.ready ? 'True' : 'False', reason: desired.reason, message: desired.message }, generation, this.now());
     const status: ResourceStatus = {
       ...(generation !== undefined ? { observedGeneration: generation } : {}),
       sessionId,
@@ -302,39 +335,20 @@ export function createBrowserSessionReconciler(options: BrowserSessionReconciler
     };
     const current = reported ? Object.fromEntries(OWNED_STATUS_KEYS.flatMap((field) => (reported[field] !== undefined ? [[field, reported[field]]] : []))) : undefined;
     try {
-      const wrote = await writer.write({ kind: 'BrowserSession', plural: PLURALS.BrowserSession, namespace, name: resource.metadata!.name! }, current, status);
+      const wrote = await this.writer.write({ kind: 'BrowserSession', plural: PLURALS.BrowserSession, namespace: this.namespace, name: resource.metadata!.name! }, current, status);
       if (wrote) {
-        written.set(key, { uid: resource.metadata!.uid!, status });
+        this.written.set(key, { uid: resource.metadata!.uid!, status });
         const event = sessionTransitionEvent({ before: readyReasonOf(reported), after: desired.reason, message: desired.message });
-        if (event) options.events?.record(regardingOf('BrowserSession', resource.metadata!), event);
-        log.info({ resource: key, phase: desired.phase, reason: desired.reason }, 'status reported');
+        if (event) this.options.events?.record(regardingOf('BrowserSession', resource.metadata!), event);
+        this.log.info({ resource: key, phase: desired.phase, reason: desired.reason }, 'status reported');
       }
     } catch (error) {
       // Deleted meanwhile: the next reconcile sees it gone.
       if (apiErrorCode(error) !== 404) throw error;
     }
   }
+}
 
-  return {
-    controller,
-    ownerReferencesOf(browserId) {
-      const resource = sessions.get(resourceNameOf(browserId), namespace);
-      if (!resource?.metadata?.uid) return undefined;
-      // Not blocking: the finalizer already holds the resource until the pod is gone, and
-      // blocking would need update on browsersessions/finalizers for nothing.
-      return [{ apiVersion: API_VERSION, kind: 'BrowserSession', name: resource.metadata.name!, uid: resource.metadata.uid, controller: true, blockOwnerDeletion: false }];
-    },
-    get synced() {
-      return syncedSources === sources.length;
-    },
-    async run(signal) {
-      try {
-        await controller.run(signal);
-      } finally {
-        for (const entry of launches.values()) entry.abort.abort(new Error('the reconciler stopped'));
-        launches.clear();
-        written.clear();
-      }
-    },
-  };
+export function createBrowserSessionReconciler(options: BrowserSessionReconcilerOptions): BrowserSessionReconciler {
+  return new BrowserSessionReconciler(options);
 }

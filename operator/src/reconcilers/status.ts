@@ -1,6 +1,6 @@
 /**
- * Status reporting shared by the reconcilers: metav1.Condition helpers and a writer that
- * touches the API server only when the status would change.
+ * Status reporting shared by the reconcilers: a writer that touches the API server only
+ * when the status would change (the conditions it carries are built in conditions.ts).
  *
  * Writes go through the /status subresource as server-side apply with the operator's
  * field manager: the status the operator applies is the whole truth it owns, so a field
@@ -10,51 +10,13 @@
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { API_VERSION, FIELD_MANAGERS, GROUP } from '../../../contract/kinds.js';
 import { VERSION } from '../k8s/crds.js';
+import type { Condition } from './conditions.js';
 
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  observedGeneration?: number;
-  lastTransitionTime: string;
-  reason: string;
-  message: string;
-}
+// The condition builder lives in conditions.ts; these stay reachable here for the
+// reconcilers that still import them from status.ts (auth-connection-plan.ts).
+export { kubeTime, nextCondition, withCondition, type Condition } from './conditions.js';
 
 export type ResourceStatus = Record<string, unknown> & { conditions?: Condition[]; observedGeneration?: number };
-
-/** Kubernetes times are RFC 3339 with second precision. */
-export function kubeTime(date: Date): string {
-  return date.toISOString().replace(/\.\d{3}Z$/, 'Z');
-}
-
-/**
- * The condition as it should now read. lastTransitionTime moves only when status flips,
- * so "Ready=False since 10:02" keeps meaning since when, whatever reasons came between.
- */
-export function nextCondition(
-  previous: readonly Condition[] | undefined,
-  wanted: { type: string; status: Condition['status']; reason: string; message: string },
-  generation: number | undefined,
-  now: Date,
-): Condition {
-  const before = previous?.find((condition) => condition.type === wanted.type);
-  return {
-    type: wanted.type,
-    status: wanted.status,
-    ...(generation !== undefined ? { observedGeneration: generation } : {}),
-    lastTransitionTime: before && before.status === wanted.status ? before.lastTransitionTime : kubeTime(now),
-    reason: wanted.reason,
-    message: wanted.message,
-  };
-}
-
-/** Replaces the condition of the same type, keeping the others in their order. */
-export function withCondition(conditions: readonly Condition[] | undefined, condition: Condition): Condition[] {
-  const rest = (conditions ?? []).filter((c) => c.type !== condition.type);
-  const at = (conditions ?? []).findIndex((c) => c.type === condition.type);
-  if (at < 0) return [...rest, condition];
-  return [...rest.slice(0, at), condition, ...rest.slice(at)];
-}
 
 /** Structural equality of JSON values, ignoring key order (what the API server round-trips). */
 export function sameJson(a: unknown, b: unknown): boolean {

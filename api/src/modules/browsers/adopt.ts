@@ -1,5 +1,6 @@
 import type { AppDeps } from '../../app-deps.js';
-import { DELETE_REASONS, endSession, TERMINATE_GRACE_MS } from './service.js';
+import { endSession, TERMINATE_GRACE_MS } from './service.js';
+import { sessionVerdict } from './session-verdict.js';
 import { listLiveSessions, type SessionRow } from './store.js';
 
 export interface AdoptionReport {
@@ -36,12 +37,13 @@ export async function adoptBrowsersAtStart(deps: AppDeps): Promise<AdoptionRepor
   const liveIds = new Set(live.map((row) => row.id));
   const orphans = [...observed.keys()].filter((id) => !liveIds.has(id));
   await inParallel(live, async (row) => {
-    const browser = observed.get(row.id);
-    if (row.phase === 'starting') await end(row, DELETE_REASONS.interrupted);
-    else if (browser?.phase === 'Ready') {
+    // Settled: nothing of the service before the restart is still under way, so no 'wait'.
+    const verdict = sessionVerdict(row, { browser: observed.get(row.id), settled: true });
+    if (verdict.kind === 'end') await end(row, verdict.reason);
+    else if (verdict.kind === 'keep') {
       report.adopted += 1;
       log.info({ sessionId: row.id }, 'browser session re-adopted');
-    } else await end(row, browser?.phase === 'Failed' ? DELETE_REASONS.crashed : DELETE_REASONS.gone);
+    }
   });
   await inParallel(orphans, async (id) => {
     await deps.runtime.terminate(id, { graceMs: TERMINATE_GRACE_MS });

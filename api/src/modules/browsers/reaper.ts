@@ -2,6 +2,7 @@ import type { AppDeps } from '../../app-deps.js';
 import { agentEndpoint, agentFetch, type AgentEndpoint } from '../../../../contract/agent-client.js';
 import type { CdpConnections } from './cdp-proxy.js';
 import { DELETE_REASONS, endSession, TERMINATE_GRACE_MS } from './service.js';
+import { sessionVerdict } from './session-verdict.js';
 import { endedSessionIds, listLiveSessions, listSessionsOfFinishedInvocations, type SessionRow } from './store.js';
 
 export const REAP_INTERVAL_MS = 5_000;
@@ -112,12 +113,13 @@ export class IdleReaper {
     if (row.phase !== 'running' || !row.agent_url || !row.started_at) return;
     const agent = await this.health(agentEndpoint(this.deps.agentTokens, row.id, row.agent_url));
     if (!agent) {
-      const observed = await this.deps.runtime.observe(row.id);
-      if (observed?.phase === 'Failed') {
-        // The browser died on its own (Chromium crashed, the agent was killed): say why.
-        this.deps.log.error({ sessionId: row.id, reason: observed.reason }, `browser crashed: ${observed.reason ?? 'no reason reported'}`);
-        await this.end(row, DELETE_REASONS.crashed);
-      } else if (!observed || observed.phase === 'Gone') await this.end(row, DELETE_REASONS.gone);
+      // Not settled: a browser the runtime still moves (Pending, Starting) gets another pass.
+      const verdict = sessionVerdict(row, { browser: await this.deps.runtime.observe(row.id), settled: false });
+      if (verdict.kind !== 'end') return;
+      if (verdict.reason === DELETE_REASONS.crashed) {
+        this.deps.log.error({ sessionId: row.id, reason: verdict.crash }, `browser crashed: ${verdict.crash ?? 'no reason reported'}`);
+      }
+      await this.end(row, verdict.reason);
       return;
     }
     // A browser waiting in its pool is idle by design; only a lease can time out.
@@ -142,9 +144,12 @@ export class IdleReaper {
    * it holds a slot (a pool counts it toward its size): end it, browser and all.
    */
   private async endIfAbandoned(row: SessionRow, now: Date): Promise<void> {
-    if (now.getTime() - row.created_at.getTime() < this.deps.settings.browserLaunchTimeoutMs + ABANDONED_LAUNCH_GRACE_MS) return;
+    const settled = now.getTime() - row.created_at.getTime() >= this.deps.settings.browserLaunchTimeoutMs + ABANDONED_LAUNCH_GRACE_MS;
+    // A 'starting' row's browser does not matter to the verdict: it is not observed.
+    const verdict = sessionVerdict(row, { browser: undefined, settled });
+    if (verdict.kind !== 'end') return;
     this.deps.log.warn({ sessionId: row.id, createdAt: row.created_at }, 'ending a browser session whose launch was never recorded');
-    await this.end(row, DELETE_REASONS.interrupted);
+    await this.end(row, verdict.reason);
   }
 
   private async browsersToSweep(): Promise<string[] | undefined> {
