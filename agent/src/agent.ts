@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
+import type { BrowserLaunchSpec, BrowserResetReport, LiveBrowserSettings } from '../../contract/browser-runtime.js';
 import type { CdpBridge } from './cdp-bridge.js';
 import { closeAllBidiClients } from './bidi/registry.js';
 import { ConnectionTracker } from './connections.js';
@@ -16,9 +16,8 @@ import { reportPort } from '../../lib/port-file.js';
 import { ProxyForwarder } from './proxy.js';
 import { withoutRoutingPolicies } from '../../contract/egress.js';
 import { prepareStealth } from './stealth.js';
-import type { AgentPhase, LiveSettings } from './server.js';
-import { captureCookies, resetBrowser, type CdpCookie, type ResetRequest } from './reset.js';
-import type { BrowserResetReport } from '../../contract/browser-runtime.js';
+import type { AgentPhase, ResetRequest } from './agent-state.js';
+import { captureCookies, resetBrowser, type CdpCookie } from './reset.js';
 import type { ProfileTarget } from './profile.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
 
@@ -194,7 +193,7 @@ export class BrowserAgent {
    * Settings changed on the running browser (PATCH /browsers/{id}): each is applied by
    * the module that owns it; the first failure is reported and later ones are not tried.
    */
-  private async applySettings(settings: LiveSettings): Promise<void> {
+  private async applySettings(settings: LiveBrowserSettings): Promise<void> {
     if (settings.profile !== undefined && this.profileTarget()) throw new Error('the browser already has a profile');
     // All or nothing: the proxy is checked (ProxySpecError, a message without credentials)
     // before anything changes; a viewport that cannot be applied undoes itself; only then
@@ -212,7 +211,7 @@ export class BrowserAgent {
     if (settings.profile !== undefined) this.attachedProfile = settings.profile;
   }
 
-  private async applyViewport(viewport: NonNullable<LiveSettings['viewport']>): Promise<void> {
+  private async applyViewport(viewport: NonNullable<LiveBrowserSettings['viewport']>): Promise<void> {
     if (!this.chromium) throw new Error('the browser is not running');
     const { applyViewport } = await import('./live/viewport.js');
     await applyViewport(this.chromium, viewport, this.log);
