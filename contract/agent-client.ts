@@ -1,4 +1,5 @@
 import { createHmac, hkdfSync } from 'node:crypto';
+import { agentErrorMessage, readAgentHealth, readAgentResetReport, type AgentHealth, type AgentResetRequest, type AgentShutdownRequest } from './agent-wire.js';
 import { BrowserResetError, BrowserSettingsError, type BrowserLaunchSpec, type BrowserResetReport, type BrowserRuntime, type LiveBrowserSettings, type ObservedBrowser } from './browser-runtime.js';
 
 /**
@@ -51,18 +52,13 @@ export function agentWsUrl(agent: AgentEndpoint, path: string): string {
   return `${agent.url.replace(/^http/, 'ws')}${path}`;
 }
 
-export interface AgentHealth {
-  status: 'standby' | 'starting' | 'ready' | 'stopping';
-  browser_id: string;
-  browser: { version: string; pid: number; sandbox: boolean } | null;
-  connections: number;
-  idle_since: string | null;
-}
+export type { AgentHealth } from './agent-wire.js';
 
+/** GET /health, read through the wire schema (agent-wire.ts); undefined when the agent does not answer or answers no health. */
 export async function fetchHealth(agent: AgentEndpoint, timeoutMs: number): Promise<AgentHealth | undefined> {
   try {
     const response = await agentFetch(agent, '/health', { signal: AbortSignal.timeout(timeoutMs) });
-    return (await response.json()) as AgentHealth;
+    return readAgentHealth(await response.json());
   } catch {
     return undefined;
   }
@@ -97,9 +93,9 @@ export async function postAgentSettings(agent: AgentEndpoint, settings: LiveBrow
       body: JSON.stringify(settings),
       signal: AbortSignal.timeout(15_000),
     });
-    const body = (await response.json().catch(() => ({}))) as { message?: unknown };
+    const body: unknown = await response.json().catch(() => ({}));
     if (response.ok) return { ok: true };
-    return { ok: false, message: typeof body.message === 'string' ? body.message : `the agent answered ${response.status}` };
+    return { ok: false, message: agentErrorMessage(body, `the agent answered ${response.status}`) };
   } catch (error) {
     return { ok: false, message: `the agent did not answer: ${error instanceof Error ? error.message : String(error)}` };
   }
@@ -121,21 +117,12 @@ export async function postAgentReset(
     const response = await agentFetch(agent, '/reset', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(options.startUrl !== undefined ? { start_url: options.startUrl } : {}),
+      body: JSON.stringify((options.startUrl !== undefined ? { start_url: options.startUrl } : {}) satisfies AgentResetRequest),
       signal: AbortSignal.any(signals),
     });
-    const body = (await response.json().catch(() => ({}))) as Record<string, unknown>;
-    if (!response.ok) return { ok: false, message: typeof body.message === 'string' ? body.message : `the agent answered ${response.status}` };
-    const count = (key: string) => (typeof body[key] === 'number' ? body[key] : 0);
-    return {
-      ok: true,
-      report: {
-        closedConnections: count('closed_connections'),
-        closedTargets: count('closed_targets'),
-        disposedContexts: count('disposed_contexts'),
-        cookiesRestored: count('cookies_restored'),
-      },
-    };
+    const body: unknown = await response.json().catch(() => ({}));
+    if (!response.ok) return { ok: false, message: agentErrorMessage(body, `the agent answered ${response.status}`) };
+    return { ok: true, report: readAgentResetReport(body) };
   } catch (error) {
     return { ok: false, message: `the agent did not finish the reset: ${error instanceof Error ? error.message : String(error)}` };
   }
@@ -147,7 +134,7 @@ export async function requestAgentShutdown(agent: AgentEndpoint, graceMs: number
     const response = await agentFetch(agent, '/shutdown', {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ grace_ms: graceMs, save_profile: options.saveProfile }),
+      body: JSON.stringify({ grace_ms: graceMs, save_profile: options.saveProfile } satisfies AgentShutdownRequest),
       signal: AbortSignal.timeout(1000),
     });
     await response.body?.cancel();

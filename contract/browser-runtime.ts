@@ -10,52 +10,11 @@
  * Every method is idempotent on `browserId`, because reconcilers retry.
  */
 
-/** An upstream proxy with its credentials decrypted, for the agent only. */
-export interface ProxySpec {
-  url: string;
-  username?: string;
-  password?: string;
-  bypassHosts: string[];
-}
+import type { BrowserLaunchSpec, LiveBrowserSettings } from './launch-spec.js';
 
-/** Settings that change on a running browser (PATCH /browsers/{id}). */
-export interface LiveBrowserSettings {
-  /** null removes the proxy. */
-  proxy?: ProxySpec | null;
-  viewport?: Viewport;
-  /**
-   * A profile attached to a browser that had none. Chromium reads its user-data dir only at
-   * start, so nothing is loaded; the agent saves into it at the end when saveChanges is set.
-   */
-  profile?: { id: string; archiveUrl: string; saveChanges: boolean };
-}
-
-export interface Viewport {
-  width: number;
-  height: number;
-  refreshRate?: number;
-}
-
-/** Everything the agent needs to start Chromium for one session. */
-export interface BrowserLaunchSpec {
-  /** Stable id, the session id: launching the same id twice yields the same browser. */
-  browserId: string;
-  orgId: string;
-  projectId: string;
-  headless: boolean;
-  stealth: boolean;
-  kioskMode: boolean;
-  viewport: Viewport;
-  startUrl?: string;
-  /** Upstream proxy with credentials already decrypted for the agent only. */
-  proxy?: ProxySpec;
-  /** Chrome enterprise policy for this browser alone, already validated. */
-  chromePolicy: Record<string, unknown>;
-  /** Profile archive to load into the user-data dir, and whether to save it back. */
-  profile?: { id: string; archiveUrl: string; saveChanges: boolean };
-  /** Labels for the runtime (pool membership, tags), not interpreted by the agent. */
-  labels: Record<string, string>;
-}
+// The launch spec and the live settings are zod schemas (launch-spec.ts); their types are
+// here too, beside the port that takes them.
+export type { BrowserLaunchSpec, LiveBrowserSettings, ProxySpec, Viewport } from './launch-spec.js';
 
 export type BrowserPhase = 'Pending' | 'Starting' | 'Ready' | 'Terminating' | 'Failed' | 'Gone';
 

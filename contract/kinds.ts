@@ -2,8 +2,18 @@
  * The contract between the API (which writes desired state as custom resources in
  * Kubernetes mode), the operator (which reconciles them) and GitOps manifests: resource
  * names, labels, annotations, finalizers and field managers. One module, so the three
- * never disagree on a spelling.
+ * never disagree on a spelling. Each kind's own names, phases, reasons and status schema
+ * are in kinds/<kind>.ts (the CRDs' status schemas are built from them), re-exported here.
  */
+import { AUTH_CONNECTION } from './kinds/auth-connection.js';
+import { BROWSER_POOL } from './kinds/browser-pool.js';
+import { BROWSER_SESSION } from './kinds/browser-session.js';
+
+export * from './kinds/auth-connection.js';
+export * from './kinds/browser-pool.js';
+export * from './kinds/browser-session.js';
+export { conditionSchema, type KindNames } from './kinds/status.js';
+
 export const GROUP = 'browserplane.dev';
 export const VERSION = 'v1alpha1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
@@ -14,9 +24,9 @@ export function labelValue(text: string): string {
 }
 
 export const PLURALS = {
-  BrowserSession: 'browsersessions',
-  BrowserPool: 'browserpools',
-  AuthConnection: 'authconnections',
+  BrowserSession: BROWSER_SESSION.plural,
+  BrowserPool: BROWSER_POOL.plural,
+  AuthConnection: AUTH_CONNECTION.plural,
 } as const;
 
 /** Labels on resources the API writes (and on their pods): who they belong to. */
@@ -77,23 +87,3 @@ export function ownerLabels(scope: { orgId: string; projectId: string }): Record
 export const LAUNCH_SECRET_SUFFIX = '-launch';
 export const LAUNCH_SPEC_KEY = 'spec.json';
 export const launchSecretNameOf = (browserId: string): string => `${resourceNameOf(browserId)}${LAUNCH_SECRET_SUFFIX}`;
-
-/** BrowserSession status.phase, as the operator writes it and the API reads it. */
-export const SESSION_PHASES = {
-  pending: 'Pending',
-  running: 'Running',
-  failed: 'Failed',
-  terminating: 'Terminating',
-} as const;
-export type SessionPhase = (typeof SESSION_PHASES)[keyof typeof SESSION_PHASES];
-
-/** Reasons of a BrowserSession's Ready condition (the API reads only phase and message). */
-export const SESSION_REASONS = {
-  awaitingLaunchSpec: 'AwaitingLaunchSpec',
-  invalidLaunchSpec: 'InvalidLaunchSpec',
-  podStarting: 'PodStarting',
-  podReady: 'PodReady',
-  launchFailed: 'LaunchFailed',
-  browserExited: 'BrowserExited',
-  terminating: 'Terminating',
-} as const;

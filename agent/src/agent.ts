@@ -1,24 +1,23 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
+import type { BrowserLaunchSpec, BrowserResetReport, LiveBrowserSettings } from '../../contract/browser-runtime.js';
 import type { CdpBridge } from './cdp-bridge.js';
 import { closeAllBidiClients } from './bidi/registry.js';
 import { ConnectionTracker } from './connections.js';
-import { resolveSystemUser, type SystemUser } from '../../lib/system-user.js';
-import { ChromiumStartError, findChromium, launchChromium, startUrlOf, type RunningChromium } from './chromium.js';
+import type { SystemUser } from '../../lib/system-user.js';
+import { chromiumUserOf, launchBrowser } from './browser-launch.js';
+import { ChromiumStartError, findChromium, startUrlOf, type RunningChromium } from './chromium.js';
 import type { AgentConfig } from './config.js';
 import { startDisplay, type XDisplay } from './display.js';
-import { isolationWrap } from './isolation.js';
 import { killProcessGroup } from '../../lib/process-group.js';
 import { preparePolicy, type PolicyLaunch } from './policy.js';
 import { reportPort } from '../../lib/port-file.js';
 import { ProxyForwarder } from './proxy.js';
 import { withoutRoutingPolicies } from '../../contract/egress.js';
 import { prepareStealth } from './stealth.js';
-import type { AgentPhase, LiveSettings } from './server.js';
-import { captureCookies, resetBrowser, type CdpCookie, type ResetRequest } from './reset.js';
-import type { BrowserResetReport } from '../../contract/browser-runtime.js';
+import type { AgentPhase, ResetRequest } from './agent-state.js';
+import { captureCookies, resetBrowser, type CdpCookie } from './reset.js';
 import type { ProfileTarget } from './profile.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
 
@@ -36,15 +35,6 @@ function unsupportedSettings(spec: BrowserLaunchSpec): string[] {
  * One browser's lifetime: serve health at once (503 while starting), launch Chromium,
  * serve CDP, and on shutdown or crash leave no process and no file behind.
  */
-/**
- * What Chromium prints when the host refuses its namespace sandbox: a message naming the
- * sandbox (no user namespaces), or, where user namespaces work but the seccomp profile
- * refuses chroot to a process without CAP_SYS_CHROOT (podman's default profile in a pod
- * with every capability dropped, test/images), a failed check of the zygote's chroot and
- * the zygote's death, which never mention the sandbox.
- */
-export const SANDBOX_REFUSED = /sandbox|sys_chroot|Zygote process exited prematurely/i;
-
 export class BrowserAgent {
   private phase: AgentPhase = 'starting';
   private chromium?: RunningChromium;
@@ -88,7 +78,7 @@ export class BrowserAgent {
     const ignored = unsupportedSettings(spec);
     if (ignored.length > 0) this.log.warn({ settings: ignored }, 'launch settings not supported by this agent yet: ignored');
     // Binds its port at once; proxy-chain loads in the background (see proxy.ts).
-    const chromiumUser = this.chromiumUser();
+    const chromiumUser = chromiumUserOf(this.config, this.log);
     // The forwarder serves Chromium's user alone: as root, the browser user; else our own uid.
     const peerUid = chromiumUser.then((user) => user?.uid ?? process.getuid?.(), () => undefined);
     const forwarding = ProxyForwarder.start(spec.proxy, this.log, this.config.egress, peerUid).then((forwarder) => (this.forwarder = forwarder));
@@ -98,7 +88,16 @@ export class BrowserAgent {
     // Chromium takes 200-400 ms to answer CDP; the HTTP side loads and listens meanwhile,
     // which keeps ws and the server (about 60 ms of module loading) off the launch path.
     const launched = Promise.all([this.startDisplay(user), this.prepareLaunchExtras(user, forwarding), this.restoreProfile(user)]).then(() =>
-      this.launch(user, { sandbox: true }),
+      launchBrowser({
+        config: this.config,
+        dirs: this.dirs!,
+        display: this.display,
+        user,
+        extraFlags: this.extraFlags,
+        binds: this.policy?.binds ?? [],
+        signal: this.startAborted.signal,
+        log: this.log,
+      }),
     );
     const listening = this.listen();
     await Promise.all([listening, launched.catch(() => undefined)]);
@@ -194,7 +193,7 @@ export class BrowserAgent {
    * Settings changed on the running browser (PATCH /browsers/{id}): each is applied by
    * the module that owns it; the first failure is reported and later ones are not tried.
    */
-  private async applySettings(settings: LiveSettings): Promise<void> {
+  private async applySettings(settings: LiveBrowserSettings): Promise<void> {
     if (settings.profile !== undefined && this.profileTarget()) throw new Error('the browser already has a profile');
     // All or nothing: the proxy is checked (ProxySpecError, a message without credentials)
     // before anything changes; a viewport that cannot be applied undoes itself; only then
@@ -212,7 +211,7 @@ export class BrowserAgent {
     if (settings.profile !== undefined) this.attachedProfile = settings.profile;
   }
 
-  private async applyViewport(viewport: NonNullable<LiveSettings['viewport']>): Promise<void> {
+  private async applyViewport(viewport: NonNullable<LiveBrowserSettings['viewport']>): Promise<void> {
     if (!this.chromium) throw new Error('the browser is not running');
     const { applyViewport } = await import('./live/viewport.js');
     await applyViewport(this.chromium, viewport, this.log);
@@ -312,44 +311,6 @@ export class BrowserAgent {
     const { spec } = this.config;
     if (spec.headless) return;
     this.display = await startDisplay({ ...spec.viewport, dir: this.dirs!.home, user, timeoutMs: this.config.startTimeoutMs, log: this.log });
-  }
-
-  /** The session's own uid when the runtime gave one (AGENT_CHROMIUM_UID), else the named user. */
-  private async chromiumUser(): Promise<SystemUser | undefined> {
-    const uid = this.config.chromiumUid;
-    if (uid !== undefined && process.getuid?.() === 0) return { uid, gid: uid, name: `uid ${uid}` };
-    try {
-      return await resolveSystemUser(this.config.chromiumUser);
-    } catch (error) {
-      this.log.error({ err: error, user: this.config.chromiumUser }, 'SANDBOX OFF: cannot find or create the unprivileged user; Chromium runs as root with --no-sandbox');
-      return undefined;
-    }
-  }
-
-  /** As root without an unprivileged user the sandbox cannot work; elsewhere it is tried first. */
-  private async launch(user: SystemUser | undefined, options: { sandbox: boolean }): Promise<RunningChromium> {
-    const sandbox = options.sandbox && !(process.getuid?.() === 0 && !user);
-    const launchOptions = {
-      executable: findChromium(this.config.chromePath),
-      spec: this.config.spec,
-      dirs: this.dirs!,
-      display: this.display,
-      user,
-      extraFlags: this.extraFlags,
-      // As root, always: the session's own pid and mount namespaces (isolation.ts).
-      ...(process.getuid?.() === 0 ? { wrap: isolationWrap({ user, workDir: this.dirs!.root, binds: this.policy?.binds ?? [] }) } : {}),
-      cdpPolicy: { blockPrivateNetworks: this.config.egress.blockPrivate, filesRoot: this.dirs!.home },
-      startTimeoutMs: this.config.startTimeoutMs,
-      signal: this.startAborted.signal,
-      log: this.log,
-    };
-    try {
-      return await launchChromium({ ...launchOptions, sandbox });
-    } catch (error) {
-      if (!sandbox || !(error instanceof ChromiumStartError) || !SANDBOX_REFUSED.test(error.stderrTail)) throw error;
-      this.log.error({ stderr_tail: error.stderrTail }, 'SANDBOX OFF: this host does not allow the Chromium sandbox; relaunching with --no-sandbox');
-      return launchChromium({ ...launchOptions, sandbox: false });
-    }
   }
 
   private async onChromiumExit(exit: { code: number | null; signal: NodeJS.Signals | null }): Promise<void> {

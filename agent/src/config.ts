@@ -1,4 +1,4 @@
-import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
+import { browserLaunchSpecSchema, issuesText, type BrowserLaunchSpec } from '../../contract/launch-spec.js';
 import { parseEgressEnv, type EgressRules } from '../../contract/egress.js';
 
 /**
@@ -12,40 +12,16 @@ class ConfigError extends Error {}
 const fail = (message: string): never => {
   throw new ConfigError(message);
 };
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
-const optionalString = (value: unknown, field: string): string | undefined =>
-  value === undefined ? undefined : typeof value === 'string' ? value : fail(`AGENT_SPEC.${field} must be a string`);
-const flag = (value: unknown, field: string, fallback: boolean): boolean =>
-  value === undefined ? fallback : typeof value === 'boolean' ? value : fail(`AGENT_SPEC.${field} must be a boolean`);
 
 /**
- * Checked by hand rather than with zod: the runtime that writes the spec validated it
- * already, and zod's import alone costs about 60 ms of every launch here.
+ * The launch spec through the contract's schema (the same one the operator reads the
+ * launch Secret with), its defaults filled in. zod is loaded here, on the launch path
+ * (about 60 ms), for one definition of the spec instead of a hand-written second one.
  */
 export function parseLaunchSpec(raw: unknown): BrowserLaunchSpec {
-  if (!isObject(raw)) return fail('AGENT_SPEC must be a JSON object');
-  const browserId = typeof raw.browserId === 'string' && /^[A-Za-z0-9_-]{1,128}$/.test(raw.browserId) ? raw.browserId : fail('AGENT_SPEC.browserId must match [A-Za-z0-9_-]{1,128}');
-  const viewport = raw.viewport === undefined ? { width: 1920, height: 1080 } : raw.viewport;
-  const dimension = (value: unknown, field: string) =>
-    Number.isInteger(value) && (value as number) > 0 && (value as number) <= 10_000 ? (value as number) : fail(`AGENT_SPEC.viewport.${field} must be a positive integer`);
-  if (!isObject(viewport)) return fail('AGENT_SPEC.viewport must be an object');
-  if (raw.proxy !== undefined && !(isObject(raw.proxy) && typeof raw.proxy.url === 'string')) fail('AGENT_SPEC.proxy.url must be a string');
-  if (raw.labels !== undefined && !(isObject(raw.labels) && Object.values(raw.labels).every((v) => typeof v === 'string'))) fail('AGENT_SPEC.labels must map strings to strings');
-  if (raw.chromePolicy !== undefined && !isObject(raw.chromePolicy)) fail('AGENT_SPEC.chromePolicy must be an object');
-  return {
-    browserId,
-    orgId: optionalString(raw.orgId, 'orgId') ?? '',
-    projectId: optionalString(raw.projectId, 'projectId') ?? '',
-    headless: flag(raw.headless, 'headless', true),
-    stealth: flag(raw.stealth, 'stealth', false),
-    kioskMode: flag(raw.kioskMode, 'kioskMode', false),
-    viewport: { width: dimension(viewport.width, 'width'), height: dimension(viewport.height, 'height') },
-    startUrl: optionalString(raw.startUrl, 'startUrl'),
-    proxy: raw.proxy as BrowserLaunchSpec['proxy'],
-    chromePolicy: (raw.chromePolicy as Record<string, unknown> | undefined) ?? {},
-    profile: raw.profile as BrowserLaunchSpec['profile'],
-    labels: (raw.labels as Record<string, string> | undefined) ?? {},
-  };
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return fail('AGENT_SPEC must be a JSON object');
+  const parsed = browserLaunchSpecSchema.safeParse(raw);
+  return parsed.success ? parsed.data : fail(issuesText(parsed.error, 'AGENT_SPEC'));
 }
 
 function envInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, range: { min: number; max: number }): number {

@@ -5,7 +5,8 @@ import type { RunningChromium } from './chromium.js';
 import type { ConnectionTracker } from './connections.js';
 import { sendJson } from './http-json.js';
 import { withBrowserCdp, type BrowserCdp } from './cdp/client.js';
-import type { AgentState } from './server.js';
+import type { AgentState, ResetRequest } from './agent-state.js';
+import { agentResetReportOf, agentResetRequestSchema, MAX_START_URL_LENGTH, type AgentError } from '../../contract/agent-wire.js';
 
 /**
  * POST /reset: a pool browser released with reuse is made fit for its next holder, over
@@ -35,12 +36,9 @@ import type { AgentState } from './server.js';
  * reset_failed): the service then replaces the browser, whose state is unknown.
  */
 
-export interface ResetRequest {
-  /** http(s) or about:blank; absent means about:blank. */
-  startUrl?: string;
-}
+export type { ResetRequest } from './agent-state.js';
+export { MAX_START_URL_LENGTH };
 
-export const MAX_START_URL_LENGTH = 2048;
 const MAX_BODY_BYTES = 64 * 1024;
 
 /** Everything Storage.clearDataForOrigin can clear but cookies, which the baseline replaces instead. */
@@ -69,12 +67,16 @@ export function parseResetRequest(text: string | undefined): { ok: true; request
     return invalid('invalid_json', 'the body is not JSON');
   }
   if (!body || typeof body !== 'object' || Array.isArray(body)) return invalid('invalid_type', 'the body must be a JSON object');
-  const unknown = Object.keys(body).filter((key) => key !== 'start_url');
-  if (unknown.length > 0) return invalid('unknown_field', `unknown field ${unknown.map((key) => JSON.stringify(key)).join(', ')}`, `body.${unknown[0]}`);
-  const startUrl = (body as { start_url?: unknown }).start_url;
+  const checked = agentResetRequestSchema.safeParse(body);
+  if (!checked.success) {
+    // One detail: an unknown field first, as a misspelt start_url is the likelier mistake.
+    const issue = checked.error.issues.find((candidate) => candidate.code === 'unrecognized_keys') ?? checked.error.issues[0]!;
+    if (issue.code === 'unrecognized_keys') return invalid('unknown_field', `unknown field ${issue.keys.map((key) => JSON.stringify(key)).join(', ')}`, `body.${issue.keys[0]}`);
+    if (issue.code === 'too_big') return invalid('too_long', `start_url is longer than ${MAX_START_URL_LENGTH} characters`, 'body.start_url');
+    return invalid('invalid_type', 'start_url must be a string', 'body.start_url');
+  }
+  const startUrl = checked.data.start_url;
   if (startUrl === undefined) return { ok: true, request: {} };
-  if (typeof startUrl !== 'string') return invalid('invalid_type', 'start_url must be a string', 'body.start_url');
-  if (startUrl.length > MAX_START_URL_LENGTH) return invalid('too_long', `start_url is longer than ${MAX_START_URL_LENGTH} characters`, 'body.start_url');
   if (startUrl === 'about:blank') return { ok: true, request: { startUrl } };
   let url: URL;
   try {
@@ -93,14 +95,9 @@ export async function handleResetRequest(state: AgentState, request: IncomingMes
   try {
     report = await state.reset(parsed.request);
   } catch (error) {
-    return sendJson(response, 409, { code: 'reset_failed', message: error instanceof Error ? error.message : String(error) });
+    return sendJson(response, 409, { code: 'reset_failed', message: error instanceof Error ? error.message : String(error) } satisfies AgentError);
   }
-  sendJson(response, 200, {
-    closed_connections: report.closedConnections,
-    closed_targets: report.closedTargets,
-    disposed_contexts: report.disposedContexts,
-    cookies_restored: report.cookiesRestored,
-  });
+  sendJson(response, 200, agentResetReportOf(report));
 }
 
 /** The body as text; undefined when it is larger than any valid request (read to the end, so the 400 reaches the client). */

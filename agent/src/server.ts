@@ -1,14 +1,12 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Duplex } from 'node:stream';
-import type { CdpBridge } from './cdp-bridge.js';
-import type { RunningChromium } from './chromium.js';
 import { handleComputerRequest } from './computer/routes.js';
 import { sendJson } from './http-json.js';
 import { accessRefusal, bearerMatches, originRefusal, refuseUpgrade, UNAUTHORIZED } from './access.js';
-import type { ConnectionTracker } from './connections.js';
-import type { BrowserResetReport } from '../../contract/browser-runtime.js';
-import type { ResetRequest } from './reset.js';
+import { agentSettingsRequestSchema, agentShutdownRequestSchema, type AgentError, type AgentHealth, type AgentSettingsAnswer, type AgentShutdownAnswer } from '../../contract/agent-wire.js';
+import { issuesText } from '../../contract/launch-spec.js';
+import { CDP_PATH, VNC_PATH, WEBDRIVER_PATH, type AgentState, type UpgradeHandler } from './agent-state.js';
 
 /**
  * The agent's one port: health, Chromium's /json/version with the WebSocket URL pointing
@@ -19,46 +17,13 @@ import type { ResetRequest } from './reset.js';
  * GET /health answers without the token, and then only {status}.
  */
 
-export const CDP_PATH = '/cdp';
-export const WEBDRIVER_PATH = '/webdriver';
-export const VNC_PATH = '/vnc';
-
-/** Settings the service may change while the browser runs (PATCH /browsers/{id}). */
-export interface LiveSettings {
-  /** null removes the proxy. */
-  proxy?: { url: string; username?: string; password?: string; bypassHosts: string[] } | null;
-  viewport?: { width: number; height: number; refreshRate?: number };
-  /** A profile attached to a browser that had none: it saves into it when it ends (if saveChanges). */
-  profile?: { id: string; archiveUrl: string; saveChanges: boolean };
-}
-
-export type UpgradeHandler = (state: AgentState, request: IncomingMessage, socket: Duplex, head: Buffer, log: Logger) => void;
+export { CDP_PATH, VNC_PATH, WEBDRIVER_PATH } from './agent-state.js';
 
 /** Loaded on first use, so BiDi's mapper and the VNC bridge cost nothing until a client asks. */
 const UPGRADES: Record<string, () => Promise<UpgradeHandler>> = {
   [WEBDRIVER_PATH]: async () => (await import('./bidi/upgrade.js')).handleBidiUpgrade,
   [VNC_PATH]: async () => (await import('./live/vnc.js')).handleVncUpgrade,
 };
-
-export type AgentPhase = 'starting' | 'ready' | 'stopping';
-
-export interface AgentState {
-  browserId: string;
-  /** The secret every request presents (AGENT_TOKEN, or the standby's claim). */
-  token: string;
-  phase: () => AgentPhase;
-  chromium: () => RunningChromium | undefined;
-  bridge: CdpBridge;
-  connections: ConnectionTracker;
-  /** Someone (the service's reaper, the runtime) asked for /health: the service is alive. */
-  healthPolled: () => void;
-  /** Applies settings changed on the running browser; rejects with a message a person can read. */
-  applySettings: (settings: LiveSettings) => Promise<void>;
-  /** Makes the browser fit for its next holder (POST /reset, see reset.ts); rejects with why it could not. */
-  reset: (request: ResetRequest) => Promise<BrowserResetReport>;
-  /** Starts the shutdown; `graceMs` overrides the configured grace period for Chromium. */
-  requestShutdown: (reason: string, graceMs?: number, options?: { saveProfile: boolean }) => void;
-}
 
 export function createAgentServer(state: AgentState, log: Logger): http.Server {
   const server = http.createServer((request, response) => {
@@ -124,28 +89,28 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
   if (path.startsWith('/computer/')) return handleComputerRequest(state.chromium(), request, response, path);
   if (key === 'POST /settings') {
     if (state.phase() !== 'ready') return sendJson(response, 503, { code: 'not_ready', message: 'browser not ready' });
-    const body = (await readJson(request)) as LiveSettings;
+    const body = agentSettingsRequestSchema.safeParse(await readJson(request));
+    if (!body.success) return sendJson(response, 422, { code: 'settings_not_applied', message: issuesText(body.error, 'settings') } satisfies AgentError);
     try {
-      await state.applySettings(body);
+      await state.applySettings(body.data);
     } catch (error) {
-      return sendJson(response, 422, { code: 'settings_not_applied', message: error instanceof Error ? error.message : String(error) });
+      return sendJson(response, 422, { code: 'settings_not_applied', message: error instanceof Error ? error.message : String(error) } satisfies AgentError);
     }
-    return sendJson(response, 200, { status: 'applied' });
+    return sendJson(response, 200, { status: 'applied' } satisfies AgentSettingsAnswer);
   }
   if (key === 'POST /reset') return (await import('./reset.js')).handleResetRequest(state, request, response);
   if (key === 'POST /shutdown') {
-    const body = await readJson(request);
-    const graceMs = typeof body.grace_ms === 'number' && body.grace_ms >= 0 ? body.grace_ms : undefined;
-    sendJson(response, 202, { status: 'stopping' });
+    const body = agentShutdownRequestSchema.parse(await readJson(request));
+    sendJson(response, 202, { status: 'stopping' } satisfies AgentShutdownAnswer);
     // save_profile false: close without writing the profile back (default: as launched).
-    state.requestShutdown('shutdown requested over HTTP', graceMs, { saveProfile: body.save_profile !== false });
+    state.requestShutdown('shutdown requested over HTTP', body.grace_ms, { saveProfile: body.save_profile !== false });
     return;
   }
   if (path.startsWith('/fs/')) return (await import('./fs/http.js')).handleFsRequest(state, request, response);
   sendJson(response, 404, { code: 'route_not_found', message: `no route for ${key}` });
 }
 
-function health(state: AgentState) {
+function health(state: AgentState): AgentHealth {
   const chromium = state.chromium();
   const activity = state.connections.activity();
   return {

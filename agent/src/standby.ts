@@ -5,6 +5,7 @@ import type { BrowserAgent } from './agent.js';
 import { bearerMatches, originRefusal } from './access.js';
 import { parseChromiumUid, parseLaunchSpec, parseToken, type StandbyConfig } from './config.js';
 import { sendJson } from './http-json.js';
+import type { AgentHealth } from '../../contract/agent-wire.js';
 import { reportPort } from '../../lib/port-file.js';
 
 /**
@@ -68,7 +69,7 @@ export async function runStandby(
       const refusal = originRefusal(request);
       if (refusal) return sendJson(response, refusal.status, { code: refusal.code, message: refusal.message });
       if (request.method === 'GET' && path === '/health') {
-        return sendJson(response, 200, { status: claimed ? 'starting' : 'standby', browser_id: null, browser: null, connections: 0, idle_since: null });
+        return sendJson(response, 200, { status: claimed ? 'starting' : 'standby', browser_id: null, browser: null, connections: 0, idle_since: null } satisfies AgentHealth);
       }
       if (request.method === 'POST' && path === '/start' && !claimed) {
         if (!bearerMatches(request.headers.authorization, token)) {

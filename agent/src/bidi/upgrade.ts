@@ -1,5 +1,5 @@
 import { WebSocketServer } from 'ws';
-import type { UpgradeHandler } from '../server.js';
+import type { UpgradeHandler } from '../agent-state.js';
 import { BidiMapperSession } from './mapper-session.js';
 import { trackBidiClient } from './registry.js';
 

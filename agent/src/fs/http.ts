@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline } from 'node:stream/promises';
 import { sendJson } from '../http-json.js';
 import { parseFsLimits, type FsLimits } from '../config.js';
-import type { AgentState } from '../server.js';
+import type { AgentState } from '../agent-state.js';
 import { canonicalPath } from './confine.js';
 import { FsError, fromErrno } from './errors.js';
 import { upload, uploadZipRequest } from './multipart.js';

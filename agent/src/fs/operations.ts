@@ -5,7 +5,8 @@ import type { Readable } from 'node:stream';
 import { canonicalPath, parseMode, symbolicMode, virtualComponents } from './confine.js';
 import { escapeRefused, FsError, fromErrno, invalidPath } from './errors.js';
 import type { Meter } from './quota.js';
-import { DIR_FLAGS, DirHandle, refuseHardLinked, type SessionRoot } from './session-root.js';
+import { DIR_FLAGS, DirHandle } from './dir-handle.js';
+import { refuseHardLinked, type SessionRoot } from './session-root.js';
 import { walkTree } from './walk.js';
 
 /** Every operation of CONTRACT.md §2.2 except zip, multipart and watch, on a SessionRoot. */

@@ -1,5 +1,5 @@
 import { FsError, tooLarge } from './errors.js';
-import type { SessionRoot } from './session-root.js';
+import type { TreeRoot } from './dir-handle.js';
 import { walkTree } from './walk.js';
 
 /**
@@ -21,7 +21,7 @@ export class Quota {
   inflight = 0;
   finished = 0;
 
-  constructor(private readonly root: SessionRoot) {}
+  constructor(private readonly root: TreeRoot) {}
 
   get limit(): number {
     return this.root.limits.quotaBytes;

@@ -4,6 +4,7 @@ import path from 'node:path';
 import type { FsLimits } from '../config.js';
 import { isInside, virtualComponents } from './confine.js';
 import { escapeRefused, FsError, fromErrno, invalidPath } from './errors.js';
+import { DIR_FLAGS, DirHandle, type Owner, type TreeRoot } from './dir-handle.js';
 import { Quota } from './quota.js';
 
 /**
@@ -18,32 +19,9 @@ import { Quota } from './quota.js';
  * /proc/self/fd link before anything is read or written through it.
  */
 
-const { O_RDONLY, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants;
-export const DIR_FLAGS = O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
+const { O_RDONLY, O_NOFOLLOW, O_NONBLOCK } = constants;
 
-export interface Owner {
-  uid: number;
-  gid: number;
-}
-
-export class DirHandle {
-  constructor(
-    readonly handle: FileHandle,
-    /** The real host path of the open directory, checked to be under the root. */
-    readonly hostPath: string,
-  ) {}
-
-  /** A path that resolves `name` relative to this open directory, like openat(fd, name). */
-  child(name: string): string {
-    return `/proc/self/fd/${this.handle.fd}/${name}`;
-  }
-
-  close(): Promise<void> {
-    return this.handle.close();
-  }
-}
-
-export class SessionRoot {
+export class SessionRoot implements TreeRoot {
   readonly quota: Quota;
 
   constructor(

@@ -1,7 +1,7 @@
 import type { Stats } from 'node:fs';
 import { lstat, open, readdir } from 'node:fs/promises';
 import { FsError, fromErrno, tooLarge } from './errors.js';
-import { DIR_FLAGS, DirHandle, type SessionRoot } from './session-root.js';
+import { DIR_FLAGS, DirHandle, type TreeRoot } from './dir-handle.js';
 
 /**
  * A bounded walk of a directory tree, for download_dir_zip and the quota's measure.
@@ -32,13 +32,13 @@ export interface WalkOptions {
 }
 
 interface WalkState extends WalkOptions {
-  root: SessionRoot;
+  root: TreeRoot;
   entries: number;
   visit: (entry: WalkEntry) => void;
 }
 
 /** Visits every entry under `dir` (already open, at `depth` below "/"); symlinks are reported, never followed. */
-export async function walkTree(root: SessionRoot, dir: DirHandle, depth: number, visit: (entry: WalkEntry) => void, options: WalkOptions = {}): Promise<void> {
+export async function walkTree(root: TreeRoot, dir: DirHandle, depth: number, visit: (entry: WalkEntry) => void, options: WalkOptions = {}): Promise<void> {
   await walkDir({ root, entries: 0, visit, ...options }, dir, '', depth);
 }
 
@@ -69,7 +69,7 @@ async function walkDir(state: WalkState, dir: DirHandle, rel: string, depth: num
 }
 
 /** A subdirectory opened from its parent, or undefined when it vanished or became something else. */
-async function openChild(root: SessionRoot, dir: DirHandle, name: string, rel: string): Promise<DirHandle | undefined> {
+async function openChild(root: TreeRoot, dir: DirHandle, name: string, rel: string): Promise<DirHandle | undefined> {
   let handle;
   try {
     handle = await open(dir.child(name), DIR_FLAGS);

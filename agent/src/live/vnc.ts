@@ -4,7 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import type { ConnectionTracker } from '../connections.js';
-import type { UpgradeHandler } from '../server.js';
+import type { UpgradeHandler } from '../agent-state.js';
 import { vncServerFor } from './vnc-server.js';
 
 /**

@@ -7,68 +7,27 @@
  * Each resource's spec is the API's create body in Kubernetes spelling plus `project`;
  * rules JSON Schema cannot state (exactly one of id or name, a profile needed for
  * refreshOnProfileUpdate) are CEL validations, checked by the API server at admission.
+ * Names and status schemas are each kind's own, from contract/kinds.
  */
-import { z } from 'zod';
-import { CONNECTION_STATUSES, createConnectionBody, FLOW_STATUSES, FLOW_STEPS, FLOW_TYPES } from '../../../api/src/modules/auth-connections/index.js';
+import type { z } from 'zod';
+import { createConnectionBody } from '../../../api/src/modules/auth-connections/index.js';
 import { createPoolBody } from '../../../api/src/modules/browser-pools/index.js';
 import { createBrowserBody } from '../../../api/src/modules/browsers/index.js';
 import { structuralSchemaOf, wireSchemaOf, type JsonSchema } from './structural-schema.js';
-
-import { API_VERSION, GROUP, VERSION } from '../../../contract/kinds.js';
+import {
+  API_VERSION,
+  AUTH_CONNECTION,
+  authConnectionStatusSchema,
+  BROWSER_POOL,
+  BROWSER_SESSION,
+  browserPoolStatusSchema,
+  browserSessionStatusSchema,
+  GROUP,
+  VERSION,
+  type KindNames,
+} from '../../../contract/kinds.js';
 
 export { API_VERSION, GROUP, VERSION };
-
-/** metav1.Condition, as every Kubernetes API spells a condition. */
-const condition = z.strictObject({
-  type: z.string().min(1).max(316).describe('Condition type, e.g. Ready'),
-  status: z.enum(['True', 'False', 'Unknown']),
-  observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation the condition was computed from'),
-  lastTransitionTime: z.string().describe('When status last changed (RFC 3339)'),
-  reason: z.string().min(1).max(1024).describe('CamelCase reason code'),
-  message: z.string().max(32_768).describe('Human-readable detail'),
-});
-
-const commonStatus = {
-  observedGeneration: z.number().int().min(0).optional().describe('The .metadata.generation this status describes'),
-  conditions: z.array(condition).optional().describe('Ready and others, one per type'),
-};
-
-const poolStatus = z.strictObject({
-  ...commonStatus,
-  poolId: z.string().optional().describe('The pool’s id in the API'),
-  project: z.string().optional().describe('The id of the project the pool belongs to'),
-  size: z.number().int().optional().describe('Browsers the pool keeps warm'),
-  availableCount: z.number().int().optional().describe('Idle browsers ready to be acquired'),
-  acquiredCount: z.number().int().optional().describe('Browsers leased out'),
-  startingCount: z.number().int().optional().describe('Browsers being launched'),
-});
-
-const sessionStatus = z.strictObject({
-  ...commonStatus,
-  sessionId: z.string().optional().describe('The session’s id in the API'),
-  phase: z.enum(['Pending', 'Starting', 'Running', 'Terminating', 'Ended', 'Failed']).optional(),
-  podName: z.string().optional().describe('The pod running the browser'),
-  agentUrl: z.string().optional().describe('Base URL of the browser pod’s agent (http://podIP:9222), for the API’s proxies'),
-  message: z.string().optional().describe('Human-readable detail of the phase (why it failed, what it waits for)'),
-  cdpWsUrl: z.string().optional().describe('CDP WebSocket URL through the API (token-signed)'),
-  webdriverWsUrl: z.string().optional().describe('WebDriver BiDi WebSocket URL through the API (token-signed)'),
-  browserLiveViewUrl: z.string().optional().describe('Live view URL, for headful sessions'),
-  endReason: z.string().optional().describe('Why the session ended'),
-});
-
-// Auth state only: never the hosted page URL (it carries a hand-off code), nor anything of the credential.
-const authStatus = z.strictObject({
-  ...commonStatus,
-  connectionId: z.string().optional().describe('The auth connection’s id in the API'),
-  project: z.string().optional().describe('The id of the project the connection belongs to'),
-  status: z.enum(CONNECTION_STATUSES).optional().describe('Whether the profile is logged in'),
-  flowStatus: z.enum(FLOW_STATUSES).optional().describe('Status of the newest login or re-auth flow'),
-  flowStep: z.enum(FLOW_STEPS).optional().describe('Step of the newest flow (COMPLETED once it ended)'),
-  flowType: z.enum(FLOW_TYPES).optional().describe('LOGIN or REAUTH: what the newest flow was'),
-  lastAuthCheckAt: z.string().optional().describe('When a login or health check last established the auth status (RFC 3339)'),
-  canReauth: z.boolean().optional().describe('Whether a re-login could run with nobody watching'),
-  canReauthReason: z.string().optional().describe('Why canReauth is what it is'),
-});
 
 const project = {
   type: 'string',
@@ -79,13 +38,10 @@ const project = {
 
 const exactlyOneOfIdOrName = { rule: 'has(self.id) != has(self.name)', message: 'give exactly one of id or name' };
 
-export interface KindDefinition {
-  kind: string;
-  plural: string;
-  singular: string;
-  shortNames: string[];
+export interface KindDefinition extends KindNames {
   /** The API request body the spec mirrors. */
   wire: z.ZodType;
+  /** The kind's status schema (contract/kinds/<kind>.ts). */
   status: z.ZodType;
   /** CEL rules by path in the structural spec ('' = the spec itself). */
   validations: Record<string, { rule: string; message: string }[]>;
@@ -97,12 +53,10 @@ const age = { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp'
 
 export const KINDS: KindDefinition[] = [
   {
-    kind: 'BrowserPool',
-    plural: 'browserpools',
-    singular: 'browserpool',
-    shortNames: ['bpool'],
+    ...BROWSER_POOL,
+    shortNames: [...BROWSER_POOL.shortNames],
     wire: createPoolBody,
-    status: poolStatus,
+    status: browserPoolStatusSchema,
     validations: {
       '': [
         {
@@ -122,12 +76,10 @@ export const KINDS: KindDefinition[] = [
     ],
   },
   {
-    kind: 'BrowserSession',
-    plural: 'browsersessions',
-    singular: 'browsersession',
-    shortNames: ['bsess'],
+    ...BROWSER_SESSION,
+    shortNames: [...BROWSER_SESSION.shortNames],
     wire: createBrowserBody,
-    status: sessionStatus,
+    status: browserSessionStatusSchema,
     validations: {
       '': [
         { rule: '!has(self.gpu) || !self.gpu', message: 'no GPU is available on this installation; omit gpu or send false' },
@@ -145,12 +97,10 @@ export const KINDS: KindDefinition[] = [
     ],
   },
   {
-    kind: 'AuthConnection',
-    plural: 'authconnections',
-    singular: 'authconnection',
-    shortNames: ['authconn'],
+    ...AUTH_CONNECTION,
+    shortNames: [...AUTH_CONNECTION.shortNames],
     wire: createConnectionBody,
-    status: authStatus,
+    status: authConnectionStatusSchema,
     validations: {
       proxy: [exactlyOneOfIdOrName],
       credential: [

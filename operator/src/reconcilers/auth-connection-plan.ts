@@ -21,20 +21,12 @@ import {
 } from '../../../api/src/modules/auth-connections/index.js';
 import type { ConnectionRow } from '../../../api/src/modules/auth-connections/index.js';
 import { wireBodyOf, wireSchemaOf } from '../k8s/structural-schema.js';
-import { FINALIZERS } from '../../../contract/kinds.js';
+import { AUTH_CONDITION_TYPES, AUTH_READY_REASONS, FINALIZERS } from '../../../contract/kinds.js';
 import { kubeTime, nextCondition, sameJson, type Condition } from './status.js';
 
-/** Reasons of the Ready condition. */
-export const READY_REASONS = {
-  authenticated: 'Authenticated',
-  needsAuth: 'NeedsAuth',
-  loginInProgress: 'LoginInProgress',
-  invalidSpec: 'InvalidSpec',
-  nameConflict: 'NameConflict',
-  projectNotFound: 'ProjectNotFound',
-} as const;
-
-export const CONDITION_TYPES = { ready: 'Ready' } as const;
+/** Reasons of the Ready condition (contract/kinds/auth-connection.ts). */
+export const READY_REASONS = AUTH_READY_REASONS;
+export const CONDITION_TYPES = AUTH_CONDITION_TYPES;
 
 /**
  * How soon to look again without an event. The event hub requeues at once when the row

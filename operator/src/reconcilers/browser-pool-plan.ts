@@ -22,24 +22,12 @@ import {
 import { wireBodyOf, wireSchemaOf } from '../k8s/structural-schema.js';
 import { nextCondition, type Condition, type ConditionValue } from './conditions.js';
 import { sameJson } from './status.js';
+import { POOL_CONDITION_TYPES, POOL_DRAINING_REASONS, POOL_READY_REASONS } from '../../../contract/kinds.js';
 
-/** Reasons of the Ready condition. */
-export const READY_REASONS = {
-  filling: 'Filling',
-  full: 'Full',
-  invalidSpec: 'InvalidSpec',
-  projectNotFound: 'ProjectNotFound',
-  nameConflict: 'NameConflict',
-  draining: 'Draining',
-} as const;
-
-/** Reasons of the Draining condition (present only once the resource is being deleted). */
-export const DRAINING_REASONS = {
-  leasesHeld: 'LeasesHeld',
-  deleting: 'Deleting',
-} as const;
-
-export const CONDITION_TYPES = { ready: 'Ready', draining: 'Draining' } as const;
+/** Reasons of the Ready and Draining conditions (contract/kinds/browser-pool.ts). */
+export const READY_REASONS = POOL_READY_REASONS;
+export const DRAINING_REASONS = POOL_DRAINING_REASONS;
+export const CONDITION_TYPES = POOL_CONDITION_TYPES;
 
 /** How soon to look again: counts change without any resource event. */
 export const REQUEUE_MS = { draining: 1_000, filling: 5_000, steady: 30_000 } as const;

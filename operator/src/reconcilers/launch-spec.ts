@@ -5,13 +5,12 @@
  */
 import type { V1Secret } from '@kubernetes/client-node';
 import { LAUNCH_SPEC_KEY } from '../../../contract/kinds.js';
-import type { BrowserLaunchSpec } from '../../../contract/browser-runtime.js';
+import { browserLaunchSpecSchema, issuesText, type BrowserLaunchSpec } from '../../../contract/launch-spec.js';
 import type { LaunchSpecState } from './browser-session-plan.js';
-
 
 export type ParsedLaunchSpec = LaunchSpecState & { spec?: BrowserLaunchSpec };
 
-/** The launch spec from the API's Secret, checked just enough to be this session's. Never logged: it may hold a proxy password. */
+/** The launch spec from the API's Secret, checked against the contract's schema and to be this session's. Never logged: it may hold a proxy password. */
 export function readLaunchSpec(secret: V1Secret | undefined, sessionId: string): ParsedLaunchSpec {
   if (!secret) return { state: 'absent' };
   const encoded = secret.data?.[LAUNCH_SPEC_KEY];
@@ -22,12 +21,14 @@ export function readLaunchSpec(secret: V1Secret | undefined, sessionId: string):
   } catch {
     return { state: 'invalid', message: `Secret ${secret.metadata?.name}: ${LAUNCH_SPEC_KEY} is not JSON` };
   }
-  const object = (value: unknown) => typeof value === 'object' && value !== null && !Array.isArray(value);
-  if (!object(spec)) return { state: 'invalid', message: `Secret ${secret.metadata?.name}: ${LAUNCH_SPEC_KEY} is not a JSON object` };
-  const candidate = spec as Partial<BrowserLaunchSpec>;
+  if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) return { state: 'invalid', message: `Secret ${secret.metadata?.name}: ${LAUNCH_SPEC_KEY} is not a JSON object` };
+  const candidate = spec as { browserId?: unknown; headless?: unknown; viewport?: unknown };
   if (candidate.browserId !== sessionId) return { state: 'invalid', message: `Secret ${secret.metadata?.name}: the launch spec is for browser ${String(candidate.browserId)}, not ${sessionId}` };
-  if (typeof candidate.headless !== 'boolean' || !object(candidate.viewport)) {
+  // The API always writes both; the schema's defaults are the agent's, for specs written by hand.
+  if (candidate.headless === undefined || candidate.viewport === undefined) {
     return { state: 'invalid', message: `Secret ${secret.metadata?.name}: the launch spec lacks headless or viewport` };
   }
-  return { state: 'present', spec: { ...candidate, labels: candidate.labels ?? {}, chromePolicy: candidate.chromePolicy ?? {} } as BrowserLaunchSpec };
+  const parsed = browserLaunchSpecSchema.safeParse(spec);
+  if (!parsed.success) return { state: 'invalid', message: `Secret ${secret.metadata?.name}: ${issuesText(parsed.error, LAUNCH_SPEC_KEY)}` };
+  return { state: 'present', spec: parsed.data };
 }

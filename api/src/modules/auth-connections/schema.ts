@@ -4,6 +4,7 @@ import { lookupText, timestamp } from '../../http/schemas.js';
 import { telemetryRequestSchema } from '../browsers/telemetry.js';
 import { hostNameSchema } from '../credentials/schema.js';
 import { profileName } from '../profiles/schema.js';
+import { CONNECTION_STATUSES, FLOW_STATUSES, FLOW_STEPS, FLOW_TYPES } from '../../../../contract/kinds.js';
 
 /** CONTRACT §5: managed auth connections, their flows, events and timeline. */
 
@@ -11,10 +12,8 @@ export const DEFAULT_HEALTH_CHECK_INTERVAL = 3600;
 export const MAX_HEALTH_CHECK_INTERVAL = 86_400;
 export const MAX_ALLOWED_DOMAINS = 50;
 
-export const FLOW_STATUSES = ['IN_PROGRESS', 'SUCCESS', 'FAILED', 'EXPIRED', 'CANCELED'] as const;
-export const FLOW_STEPS = ['DISCOVERING', 'AWAITING_INPUT', 'AWAITING_EXTERNAL_ACTION', 'SUBMITTING', 'COMPLETED'] as const;
-export const FLOW_TYPES = ['LOGIN', 'REAUTH'] as const;
-export const CONNECTION_STATUSES = ['AUTHENTICATED', 'NEEDS_AUTH'] as const;
+// The AuthConnection kind reports them too, so they are the contract's.
+export { CONNECTION_STATUSES, FLOW_STATUSES, FLOW_STEPS, FLOW_TYPES };
 export type FlowStatus = (typeof FLOW_STATUSES)[number];
 export type FlowStep = (typeof FLOW_STEPS)[number];
 export type FlowType = (typeof FLOW_TYPES)[number];
