@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
-import { agentEndpoint, agentFetch, type AgentEndpoint, type AgentTokens } from '../../../../contract/agent-client.js';
+import { agentEndpoint, fetchHealth, type AgentEndpoint, type AgentTokens } from '../../../../contract/agent-client.js';
 import { AppError, conflict, notFound } from '../../http/errors.js';
 import { defineRoute, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
@@ -112,12 +112,5 @@ export async function refuseResizeWhileWatched(session: Pick<SessionRow, 'id' | 
 }
 
 async function liveViewers(agent: AgentEndpoint): Promise<number> {
-  try {
-    const res = await agentFetch(agent, '/health', { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
-    const body = (await res.json()) as { connections_by_kind?: { live_view?: unknown } };
-    const count = body.connections_by_kind?.live_view;
-    return typeof count === 'number' ? count : 0;
-  } catch {
-    return 0;
-  }
+  return (await fetchHealth(agent, HEALTH_TIMEOUT_MS))?.connections_by_kind?.live_view ?? 0;
 }

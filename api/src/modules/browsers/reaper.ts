@@ -1,5 +1,6 @@
 import type { AppDeps } from '../../app-deps.js';
-import { agentEndpoint, agentFetch, type AgentEndpoint } from '../../../../contract/agent-client.js';
+import { agentEndpoint, fetchHealth, type AgentEndpoint } from '../../../../contract/agent-client.js';
+import { idleSinceOf } from '../../../../contract/agent-wire.js';
 import type { CdpConnections } from './cdp-proxy.js';
 import { DELETE_REASONS, endSession, TERMINATE_GRACE_MS } from './service.js';
 import { sessionVerdict } from './session-verdict.js';
@@ -22,17 +23,8 @@ export type AgentHealth = (agent: AgentEndpoint) => Promise<AgentActivity | unde
 
 /** GET <agent>/health; undefined when the agent does not answer. */
 export const fetchAgentHealth: AgentHealth = async (agent) => {
-  try {
-    const res = await agentFetch(agent, '/health', { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) });
-    const body = (await res.json()) as { connections?: unknown; idle_since?: unknown };
-    const idle = typeof body.idle_since === 'string' ? new Date(body.idle_since) : null;
-    return {
-      connections: typeof body.connections === 'number' ? body.connections : 0,
-      idleSince: idle && !Number.isNaN(idle.getTime()) ? idle : null,
-    };
-  } catch {
-    return undefined;
-  }
+  const health = await fetchHealth(agent, HEALTH_TIMEOUT_MS);
+  return health && { connections: health.connections, idleSince: idleSinceOf(health) };
 };
 
 /**
