@@ -4,16 +4,16 @@
  * The pool itself runs where embedded mode runs it: the API replicas' PoolManager fills
  * it, leases and releases its browsers, with Postgres as the lease authority. This
  * reconciler (in the elected operator) only keeps the row in step with the resource,
- * through the same service functions the API's POST and PATCH use, reports the pool's
+ * through the same service functions the API's POST, PATCH and DELETE use (they tell the
+ * API replicas' fill of the change through NOTIFY), reports the pool's
  * counts in the resource's status, and drains the pool under a finalizer when the
  * resource is deleted. Each reconcile: observe → plan (browser-pool-plan.ts, pure) →
  * execute → report.
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
-import { AppError } from '../../../api/src/index.js';
+import { AppError, OPERATOR_ACTOR } from '../../../api/src/index.js';
 import { foldName } from '../../../api/src/index.js';
 import { terminateGraceMs } from '../../../api/src/modules/browsers/index.js';
-import { poolManager } from '../../../api/src/modules/browser-pools/index.js';
 import { createPool, deletePool, drainPool, updatePoolSettings } from '../../../api/src/modules/browser-pools/index.js';
 import { findManagedPool, findPool, type PoolRow } from '../../../api/src/modules/browser-pools/index.js';
 import type { Queryable } from '../../../api/src/index.js';
@@ -173,21 +173,19 @@ export class BrowserPoolReconciler {
         case 'none':
           return { done: true };
         case 'create': {
-          const row = await createPool(deps, step.scope, step.input, writer);
+          const row = await createPool(deps, step.scope, OPERATOR_ACTOR, step.input, writer);
           deps.log.info({ resource: key, poolId: row.id }, 'browser pool created from its resource');
           this.event(key, { type: 'Normal', action: 'Create', reason: EVENT_REASONS.synced, note: `pool ${row.id} created from the resource` });
-          poolManager(deps).poke();
           return { done: true };
         }
         case 'update': {
-          const row = await updatePoolSettings(deps, step.scope, step.poolId, step.input, writer);
+          const row = await updatePoolSettings(deps, step.scope, OPERATOR_ACTOR, step.poolId, step.input, writer);
           deps.log.info({ resource: key, poolId: row.id, fields: Object.keys(step.input) }, 'browser pool changed by its resource');
           this.event(key, { type: 'Normal', action: 'Update', reason: EVENT_REASONS.synced, note: `pool ${row.id} updated from the resource: ${Object.keys(step.input).join(', ')}` });
-          await poolManager(deps).afterUpdate(row, { discardAllIdle: step.input.discard_all_idle === true });
           return { done: true };
         }
         case 'drain': {
-          const { ended, leased } = await drainPool(deps, step.scope, step.poolId, writer);
+          const { ended, leased } = await drainPool(deps, step.scope, OPERATOR_ACTOR, step.poolId, writer);
           if (ended.length > 0) deps.log.info({ resource: key, poolId: step.poolId, browsers: ended.length, leased }, 'draining browser pool: idle browsers ended');
           await Promise.all(
             ended.map((b) =>
@@ -199,9 +197,8 @@ export class BrowserPoolReconciler {
           return { done: true };
         }
         case 'delete': {
-          const { poolId, ended } = await deletePool(deps, step.scope, step.poolId, { force: step.force, ...writer });
+          const { poolId, ended } = await deletePool(deps, step.scope, OPERATOR_ACTOR, step.poolId, { force: step.force, ...writer });
           if (step.force) deps.log.info({ resource: key, poolId, browsers: ended.length }, 'browser pool force-deleted: leased browsers ended');
-          await poolManager(deps).poolDeleted(poolId, ended);
           return { done: true };
         }
       }

@@ -2,6 +2,7 @@ import type { Queryable } from '../../db/pool.js';
 import { foldName } from '../../ids.js';
 import { selectSessionsFrom, type SessionRow } from '../browsers/store.js';
 import type { TelemetryConfig } from '../browsers/telemetry.js';
+import type { PoolRow } from './store.js';
 
 /**
  * SQL over a pool's browsers (browser_sessions rows with pool_id). A browser is in one of
@@ -168,14 +169,14 @@ export async function revokeLease(db: Queryable, sessionId: string, now: Date): 
 export async function returnToIdle(
   db: Queryable,
   sessionId: string,
-  pool: { startUrl: string | null; telemetry: TelemetryConfig | null; timeoutSeconds: number },
+  pool: Pick<PoolRow, 'start_url' | 'telemetry' | 'timeout_seconds'>,
   now: Date,
 ): Promise<boolean> {
   const { rowCount } = await db.query(
     `UPDATE browser_sessions
         SET leased_at = NULL, name = NULL, name_key = NULL, tags = '{}', start_url = $2, telemetry = $3, timeout_seconds = $4, updated_at = $5
       WHERE id = $1 AND deleted_at IS NULL`,
-    [sessionId, pool.startUrl, pool.telemetry === null ? null : JSON.stringify(pool.telemetry), pool.timeoutSeconds, now],
+    [sessionId, pool.start_url, pool.telemetry === null ? null : JSON.stringify(pool.telemetry), pool.timeout_seconds, now],
   );
   return rowCount === 1;
 }

@@ -1,6 +1,5 @@
 /** Browser pools' facade: what other packages (the operator's GitOps reconciler) may use. */
 export { browserPoolsModule } from './module.js';
-export { poolManager } from './manager.js';
-export { createPool, deletePool, drainPool, updatePoolSettings } from './service.js';
+export { createPool, deletePool, drainPool, updatePoolSettings, type PoolWriter } from './service.js';
 export { findManagedPool, findPool, type PoolRow } from './store.js';
 export * from './schema.js';

@@ -1,8 +1,8 @@
 import type { AppDeps } from '../../app-deps.js';
-import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
+import { actorOf, projectScopeOf } from '../../scope.js';
 import { browserSessionSchema } from '../browsers/schema.js';
 import { presentSession, publicWsBase } from '../browsers/present.js';
 import { createCdpTokens } from '../browsers/cdp-token.js';
@@ -18,11 +18,11 @@ import {
   releasePoolBody,
   updatePoolBody,
 } from './schema.js';
-import { createPool, deletePool, getPool, updatePoolSettings } from './service.js';
-import { listPools, type PoolRow, type PoolScope } from './store.js';
+import { getPool } from './lookup.js';
+import { createPool, deletePool, updatePoolSettings } from './service.js';
+import { listPools, type PoolRow } from './store.js';
 
 const tags = ['Browser pools'];
-const scopeOf = (auth: AuthContext): PoolScope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
 
 /** The BrowserPool object (CONTRACT §3); optional fields are absent rather than null. */
 export function presentPool(row: PoolRow) {
@@ -53,7 +53,7 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       body: createPoolBody,
       responses: { 200: { description: 'The pool', schema: browserPoolSchema }, ...errorResponses(400, 404, 409) },
-      handler: async ({ body, auth }) => json(presentPool(await createPool(deps, scopeOf(auth), body))),
+      handler: async ({ body, auth }) => json(presentPool(await createPool(deps, projectScopeOf(auth), actorOf(auth), body))),
     }),
     defineRoute({
       method: 'get',
@@ -64,7 +64,7 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       query: listPoolsQuery,
       responses: { 200: { description: 'A page of pools', schema: browserPoolSchema.array(), headers: paginationResponseHeaders }, ...errorResponses(400) },
-      handler: async ({ query, auth }) => page(await listPools(db, scopeOf(auth), query), query, presentPool),
+      handler: async ({ query, auth }) => page(await listPools(db, projectScopeOf(auth), query), query, presentPool),
     }),
     defineRoute({
       method: 'get',
@@ -75,7 +75,7 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       params: poolIdParams,
       responses: { 200: { description: 'The pool', schema: browserPoolSchema }, ...errorResponses(404) },
-      handler: async ({ params, auth }) => json(presentPool(await getPool(db, scopeOf(auth), params.id_or_name))),
+      handler: async ({ params, auth }) => json(presentPool(await getPool(db, projectScopeOf(auth), params.id_or_name))),
     }),
     defineRoute({
       method: 'patch',
@@ -91,9 +91,10 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       body: updatePoolBody,
       responses: { 200: { description: 'The pool', schema: browserPoolSchema }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, body, auth }) => {
-        const pool = await updatePoolSettings(deps, scopeOf(auth), params.id_or_name, body);
-        await pools.afterUpdate(pool, { discardAllIdle: body.discard_all_idle === true });
-        return json(presentPool(await getPool(db, scopeOf(auth), pool.id)));
+        const scope = projectScopeOf(auth);
+        const pool = await updatePoolSettings(deps, scope, actorOf(auth), params.id_or_name, body);
+        // Read again: discard_all_idle changed the counts.
+        return json(presentPool(await getPool(db, scope, pool.id)));
       },
     }),
     defineRoute({
@@ -110,8 +111,7 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       body: deletePoolBody,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, body, auth }) => {
-        const { poolId, ended } = await deletePool(deps, scopeOf(auth), params.id_or_name, { force: body.force === true });
-        await pools.poolDeleted(poolId, ended);
+        await deletePool(deps, projectScopeOf(auth), actorOf(auth), params.id_or_name, { force: body.force === true });
         return noContent();
       },
     }),
@@ -138,7 +138,7 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
         res.once('close', () => {
           if (!res.writableFinished) gone.abort();
         });
-        const row = await pools.acquire(scopeOf(auth), params.id_or_name, body, gone.signal);
+        const row = await pools.acquire(projectScopeOf(auth), params.id_or_name, body, gone.signal);
         if (!row) return noContent();
         return json(await presentSession({ tokens, wsBase: publicWsBase(deps, req), now: deps.clock.now() }, row));
       },
@@ -155,7 +155,7 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       body: releasePoolBody,
       responses: { 204: { description: 'Released' }, ...errorResponses(400, 404) },
       handler: async ({ params, body, auth }) => {
-        await pools.release(scopeOf(auth), params.id_or_name, body);
+        await pools.release(projectScopeOf(auth), params.id_or_name, body);
         return noContent();
       },
     }),
@@ -170,7 +170,7 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       params: poolIdParams,
       responses: { 204: { description: 'Flushed' }, ...errorResponses(404) },
       handler: async ({ params, auth }) => {
-        await pools.flush(scopeOf(auth), params.id_or_name);
+        await pools.flush(projectScopeOf(auth), params.id_or_name);
         return noContent();
       },
     }),

@@ -2,6 +2,7 @@ import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
 import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
 import { AppError, conflict, notFound, validationFailed } from '../../http/errors.js';
 import { newId } from '../../ids.js';
+import type { Actor, ProjectScope } from '../../scope.js';
 import { DELETE_REASONS } from '../browsers/service.js';
 import { lockOrgSessionCreates } from '../browsers/store.js';
 import { countPoolBrowsers, endAllPoolBrowsers, endIdleBrowsers, type EndedBrowser } from './browsers-store.js';
@@ -11,32 +12,38 @@ import { findProfile } from '../profiles/store.js';
 import { getLimits, shareLockLiveProject } from '../projects/store.js';
 import { findProxy } from '../proxies/store.js';
 import { DEFAULT_FILL_RATE_PER_MINUTE, DEFAULT_POOL_TIMEOUT_SECONDS, type CreatePoolInput, type UpdatePoolInput } from './schema.js';
-import { findPool, insertPool, markPoolDeleted, markPoolDraining, pooledSize, updatePool, type PoolRow, type PoolScope, type PoolSettings } from './store.js';
+import { poolManager } from './manager.js';
+import { findPool, insertPool, markPoolDeleted, markPoolDraining, pooledSize, updatePool, type PoolRow, type PoolSettings } from './store.js';
 
 /**
  * Browser pools, configuration side: create, read, change and delete a pool's browser
  * configuration and size, within the project's max_pooled_sessions and the organisation's
  * session cap (pooled browsers are browsers). The browsers themselves (warm fill, acquire,
- * release, flush) are the PoolManager's (manager.ts).
+ * release, flush) are the PoolManager's (manager.ts): a create, an update or a delete tells
+ * it what changed, so the HTTP API and the operator's GitOps reconciler call the same use
+ * cases with the same effects.
  */
 
 type Deps = Pick<AppDeps, 'db' | 'clock' | 'settings'>;
 
 /**
- * Who changes a pool: the API (no resource) or the operator on behalf of the BrowserPool
- * resource (namespace/name) that manages it.
+ * Who changes a pool besides the actor: nothing for the API; for the operator, the
+ * BrowserPool resource (namespace/name) it acts for.
  */
 export interface PoolWriter {
   kubernetesResource?: string | undefined;
 }
 
+/** The resource the actor acts for: only the operator acts for one. */
+const resourceOf = (actor: Actor, writer: PoolWriter): string | undefined => (actor.kind === 'operator' ? writer.kubernetesResource : undefined);
+
 /**
- * A pool a Kubernetes resource manages is changed through that resource only: its GitOps
- * tool would put its own configuration back, and the pool would flap between the two,
- * rebuilding its idle browsers each time.
+ * A pool a Kubernetes resource manages is changed through that resource only (the operator
+ * acting for it): its GitOps tool would put its own configuration back, and the pool would
+ * flap between the two, rebuilding its idle browsers each time.
  */
-function refuseUnlessWriterManages(row: PoolRow, writer: PoolWriter): void {
-  if (row.kubernetes_resource === null || row.kubernetes_resource === writer.kubernetesResource) return;
+function refuseUnlessWriterManages(row: PoolRow, actor: Actor, writer: PoolWriter): void {
+  if (row.kubernetes_resource === null || row.kubernetes_resource === resourceOf(actor, writer)) return;
   throw conflict(
     'pool_managed_by_kubernetes',
     `The pool is managed by the Kubernetes BrowserPool ${row.kubernetes_resource}; change or delete that resource instead (kubectl, or its GitOps repository)`,
@@ -44,24 +51,18 @@ function refuseUnlessWriterManages(row: PoolRow, writer: PoolWriter): void {
   );
 }
 
-export async function getPool(db: Queryable, scope: PoolScope, idOrName: string): Promise<PoolRow> {
-  const row = await findPool(db, scope, idOrName);
-  if (!row) throw notFound('Browser pool', idOrName);
-  return row;
-}
-
 function poolConflict(error: unknown, name: string | null): unknown {
   if (pgErrorCode(error) !== UNIQUE_VIOLATION) return error;
   return conflict('pool_name_taken', `A browser pool named ${JSON.stringify(name)} already exists in this project`);
 }
 
-async function resolveProxyId(db: Queryable, scope: PoolScope, id: string): Promise<string> {
+async function resolveProxyId(db: Queryable, scope: ProjectScope, id: string): Promise<string> {
   const proxy = await findProxy(db, scope.orgId, scope.projectId, id);
   if (!proxy) throw notFound('Proxy', id);
   return proxy.id;
 }
 
-async function resolveProfileId(db: Queryable, scope: PoolScope, selector: { id: string } | { name: string }): Promise<string> {
+async function resolveProfileId(db: Queryable, scope: ProjectScope, selector: { id: string } | { name: string }): Promise<string> {
   const key = 'id' in selector ? selector.id : selector.name;
   const profile = await findProfile(db, scope, key);
   if (!profile) throw notFound('Profile', key);
@@ -73,7 +74,7 @@ async function resolveProfileId(db: Queryable, scope: PoolScope, selector: { id:
  * those of the organisation no more than its session cap. Runs under the per-org lock that
  * session creates take, so concurrent creates and resizes cannot overshoot.
  */
-async function enforceSizeCaps(deps: Deps, db: Queryable, scope: PoolScope, size: number, exceptId: string | null): Promise<void> {
+async function enforceSizeCaps(deps: Deps, db: Queryable, scope: ProjectScope, size: number, exceptId: string | null): Promise<void> {
   await lockOrgSessionCreates(db, scope.orgId);
   const projectCap = (await getLimits(db, scope.projectId)).max_pooled_sessions;
   const others = await pooledSize(db, scope, exceptId);
@@ -93,7 +94,7 @@ function sizeLimit(message: string, code: string, cap: number, taken: number): A
   ]);
 }
 
-async function lockProject(db: Queryable, scope: PoolScope): Promise<void> {
+async function lockProject(db: Queryable, scope: ProjectScope): Promise<void> {
   const project = await shareLockLiveProject(db, scope.orgId, scope.projectId);
   if (project?.id !== scope.projectId) throw new AppError(404, 'project_not_found', 'The project no longer exists');
 }
@@ -103,7 +104,14 @@ function sent(body: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(body).filter(([, value]) => value !== undefined));
 }
 
-export async function createPool(deps: Deps, scope: PoolScope, input: CreatePoolInput, writer: PoolWriter = {}): Promise<PoolRow> {
+/** POST: a new pool, which the fill starts warming at once (on every replica: see PoolManager.changed). */
+export async function createPool(deps: AppDeps, scope: ProjectScope, actor: Actor, input: CreatePoolInput, writer: PoolWriter = {}): Promise<PoolRow> {
+  const pool = await insertNewPool(deps, scope, actor, input, writer);
+  await poolManager(deps).changed(pool.id);
+  return pool;
+}
+
+async function insertNewPool(deps: Deps, scope: ProjectScope, actor: Actor, input: CreatePoolInput, writer: PoolWriter): Promise<PoolRow> {
   const name = input.name === undefined || input.name === '' ? null : input.name;
   try {
     return await inTransaction(deps.db, async (tx) => {
@@ -133,7 +141,7 @@ export async function createPool(deps: Deps, scope: PoolScope, input: CreatePool
       };
       await enforceSizeCaps(deps, tx, scope, settings.size, null);
       const id = newId('bpool');
-      await insertPool(tx, scope, { id, name, settings, now: deps.clock.now(), kubernetesResource: writer.kubernetesResource });
+      await insertPool(tx, scope, { id, name, settings, now: deps.clock.now(), kubernetesResource: resourceOf(actor, writer) });
       return (await findPool(tx, scope, id))!;
     });
   } catch (error) {
@@ -167,13 +175,26 @@ const BROWSER_FIELDS = ['headless', 'stealth', 'kiosk_mode', 'start_url', 'proxy
  * {"id": ""} clears the profile and turns refresh_on_profile_update off; a new profile
  * without refresh_on_profile_update turns it on; telemetry null or {} changes nothing.
  */
-export async function updatePoolSettings(deps: Deps, scope: PoolScope, idOrName: string, input: UpdatePoolInput, writer: PoolWriter = {}): Promise<PoolRow> {
+export async function updatePoolSettings(
+  deps: AppDeps,
+  scope: ProjectScope,
+  actor: Actor,
+  idOrName: string,
+  input: UpdatePoolInput,
+  writer: PoolWriter = {},
+): Promise<PoolRow> {
+  const pool = await writeSettings(deps, scope, actor, idOrName, input, writer);
+  await poolManager(deps).afterUpdate(pool, { discardAllIdle: input.discard_all_idle === true });
+  return pool;
+}
+
+async function writeSettings(deps: Deps, scope: ProjectScope, actor: Actor, idOrName: string, input: UpdatePoolInput, writer: PoolWriter): Promise<PoolRow> {
   let name: string | null = null;
   try {
     return await inTransaction(deps.db, async (tx) => {
       const row = await findPool(tx, scope, idOrName, { lock: true });
       if (!row) throw notFound('Browser pool', idOrName);
-      refuseUnlessWriterManages(row, writer);
+      refuseUnlessWriterManages(row, actor, writer);
       name = input.name === undefined || input.name === '' ? row.name : input.name;
       const s = settingsOf(row);
       const config = s.config;
@@ -234,19 +255,26 @@ export async function updatePoolSettings(deps: Deps, scope: PoolScope, idOrName:
 /**
  * DELETE: the pool and every browser of it go, in one transaction (so no acquire can lease
  * a browser of a deleted pool). Refused with 409 while a browser is leased unless force is
- * set. Returns the browsers to close: the caller closes them after the commit (their CDP
- * clients see the connection close).
+ * set. After the commit the browsers are closed (their CDP clients see the connection
+ * close) and the pool's waiters turned away. Returns the ended browsers.
  */
 export async function deletePool(
-  deps: Deps,
-  scope: PoolScope,
+  deps: AppDeps,
+  scope: ProjectScope,
+  actor: Actor,
   idOrName: string,
   options: { force: boolean } & PoolWriter,
 ): Promise<{ poolId: string; ended: EndedBrowser[] }> {
+  const deleted = await deletePoolRows(deps, scope, actor, idOrName, options);
+  await poolManager(deps).poolDeleted(deleted.poolId, deleted.ended);
+  return deleted;
+}
+
+async function deletePoolRows(deps: Deps, scope: ProjectScope, actor: Actor, idOrName: string, options: { force: boolean } & PoolWriter) {
   return inTransaction(deps.db, async (tx) => {
     const row = await findPool(tx, scope, idOrName, { lock: true });
     if (!row) throw notFound('Browser pool', idOrName);
-    refuseUnlessWriterManages(row, options);
+    refuseUnlessWriterManages(row, actor, options);
     // Counted again under the pool's lock: a lease taken since the read above is seen here.
     const { leased } = await countPoolBrowsers(tx, row.id);
     if (leased > 0 && !options.force) {
@@ -266,11 +294,11 @@ export async function deletePool(
  * how many are still leased. Repeated until none is: a browser that finished starting
  * since the last step is idle now and ends in this one.
  */
-export async function drainPool(deps: Deps, scope: PoolScope, poolId: string, writer: PoolWriter): Promise<{ ended: EndedBrowser[]; leased: number }> {
+export async function drainPool(deps: Deps, scope: ProjectScope, actor: Actor, poolId: string, writer: PoolWriter): Promise<{ ended: EndedBrowser[]; leased: number }> {
   return inTransaction(deps.db, async (tx) => {
     const row = await findPool(tx, scope, poolId, { lock: true });
     if (!row) throw notFound('Browser pool', poolId);
-    refuseUnlessWriterManages(row, writer);
+    refuseUnlessWriterManages(row, actor, writer);
     const now = deps.clock.now();
     await markPoolDraining(tx, row.id, now);
     const ended = await endIdleBrowsers(tx, row.id, DELETE_REASONS.poolDeleted, now);

@@ -185,6 +185,19 @@ export async function markPoolDraining(db: Queryable, id: string, now: Date): Pr
   );
 }
 
+/**
+ * A profile was saved: the pools that refresh on it move to a new generation (their warm
+ * browsers hold the old save). Returns those pools with their new generation.
+ */
+export async function bumpProfileRefreshingPools(db: Queryable, profileId: string, now: Date): Promise<{ id: string; generation: number }[]> {
+  const { rows } = await db.query<{ id: string; generation: number }>(
+    `UPDATE browser_pools SET generation = generation + 1, updated_at = $2
+      WHERE profile_id = $1 AND refresh_on_profile_update AND deleted_at IS NULL RETURNING id, generation`,
+    [profileId, now],
+  );
+  return rows;
+}
+
 export async function setNextFillAt(db: Queryable, id: string, at: Date): Promise<void> {
   await db.query('UPDATE browser_pools SET next_fill_at = $2 WHERE id = $1', [id, at]);
 }

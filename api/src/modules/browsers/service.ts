@@ -21,6 +21,7 @@ import {
   type SessionRow,
 } from './store.js';
 import { createCdpTokens } from './cdp-token.js';
+import { launchSpecOf } from './launch-spec.js';
 import { profileArchiveUrl } from './profile-archive.js';
 import { applyTelemetry } from './telemetry.js';
 
@@ -116,20 +117,7 @@ async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInp
         now,
       });
       const row = (await findSession(tx, scope, id))!;
-      const spec: BrowserLaunchSpec = {
-        browserId: id,
-        orgId: scope.orgId,
-        projectId: scope.projectId,
-        headless: row.headless,
-        stealth: row.stealth,
-        kioskMode: row.kiosk_mode,
-        viewport: { width: viewport.width, height: viewport.height, refreshRate: viewport.refresh_rate },
-        ...(row.start_url !== null ? { startUrl: row.start_url } : {}),
-        ...(proxy ? { proxy: proxy.endpoint } : {}),
-        ...(profile && archiveUrl ? { profile: { id: profile.id, archiveUrl, saveChanges: row.profile_save_changes } } : {}),
-        chromePolicy: row.chrome_policy,
-        labels: { ...row.tags },
-      };
+      const spec = launchSpecOf(id, scope, row, { proxy: proxy?.endpoint, archiveUrl, saveProfile: row.profile_save_changes, labels: { ...row.tags } });
       return { row, spec };
     });
   } catch (error) {
