@@ -28,8 +28,9 @@ build: deps ## Compile TypeScript to dist/
 run: deps system-packages build ## Start the service in embedded mode (see --help for settings)
 	node dist/api/src/main.js
 
-lint: deps ## ESLint with type-aware rules
+lint: deps ## ESLint with type-aware rules (package boundaries included), then no import cycle and no product file over 400 lines
 	node_modules/.bin/eslint --max-warnings 0 .
+	node scripts/check-architecture.mjs
 
 typecheck: deps ## Type-check everything, tests included
 	node_modules/.bin/tsc -p tsconfig.json --noEmit

@@ -1,8 +1,8 @@
 import type { AppDeps } from './app-deps.js';
 import { authFlows, type AuthFlows } from './modules/auth-connections/engine/flows.js';
-import { poolManager, POOL_RECONCILE_INTERVAL_MS, type PoolManager } from './modules/browser-pools/manager.js';
-import { IdleReaper, type CdpConnections } from './modules/browsers/module.js';
-import { REAP_INTERVAL_MS } from './modules/browsers/reaper.js';
+import { PoolManager, POOL_RECONCILE_INTERVAL_MS } from './modules/browser-pools/manager.js';
+import type { CdpConnections } from './modules/browsers/cdp-proxy.js';
+import { IdleReaper, REAP_INTERVAL_MS } from './modules/browsers/reaper.js';
 
 /**
  * The app's long-lived services, made once per app by whoever composes it (the service,
@@ -26,7 +26,7 @@ export interface BackgroundOptions {
 }
 
 export function createAppServices(deps: AppDeps): AppServices {
-  return { pools: poolManager(deps), flows: authFlows(deps) };
+  return { pools: new PoolManager(deps), flows: authFlows(deps) };
 }
 
 /** Running background work of one app, started together and stopped in the service's order. */

@@ -3,6 +3,7 @@ import type { IncomingMessage } from 'node:http';
 import express, { type Express } from 'express';
 import { pinoHttp } from 'pino-http';
 import type { AppDeps } from './app-deps.js';
+import type { AppServices } from './app-services.js';
 import { errorMiddleware } from './http/error-middleware.js';
 import { checkQueryEncoding, JSON_MEDIA_TYPES, limitJsonBody, limitJsonDepth, verifyUtf8Body } from './http/input-checks.js';
 import { createMetrics } from './http/metrics.js';
@@ -24,7 +25,7 @@ export interface BuiltApp {
 }
 
 /** The HTTP app for the given dependencies; no listening, no global state. */
-export function buildApp(deps: AppDeps): BuiltApp {
+export function buildApp(deps: AppDeps, services: AppServices): BuiltApp {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
@@ -41,7 +42,7 @@ export function buildApp(deps: AppDeps): BuiltApp {
       metricsText: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
       openapi: () => openapi,
     }),
-    ...apiModules.flatMap((module) => module.routes(deps)),
+    ...apiModules.flatMap((module) => module.routes(deps, services)),
   );
   // Built once; the route above serves it (the closure runs only after this line).
   const openapi = buildOpenApiDocument(routes, API_VERSION);

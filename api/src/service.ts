@@ -77,7 +77,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     if (!browsers.kubernetes) await adoptBrowsersAtStart(deps);
 
     const services = createAppServices(deps);
-    const { app, lifecycle } = buildApp(deps);
+    const { app, lifecycle } = buildApp(deps, services);
     const server = await listen(app, config.PORT, config.HOST);
     const cdpProxy = attachCdpProxy(server, deps);
     const address = server.address() as AddressInfo;

@@ -20,6 +20,7 @@ import { OperatorConfigError, parseOperatorConfig, type OperatorConfig } from '.
 import { LeaderElector } from './k8s/leader-election.js';
 import { kubernetesLeaseStore } from './k8s/lease-store.js';
 import type { AppDeps } from '../../api/src/index.js';
+import { PoolManager } from '../../api/src/modules/browser-pools/index.js';
 import { apiConfigOf, poolReconcilerDeps } from './pool-deps.js';
 import { startBrowserPoolReconciler } from './reconcilers/browser-pool.js';
 import { startAuthConnectionReconciler } from './reconcilers/auth-connection.js';
@@ -160,7 +161,7 @@ async function lead(config: OperatorConfig, kube: KubeConfig, log: Logger, state
   });
   state.reconciler = reconciler;
   try {
-    const pools = poolDeps ? startBrowserPoolReconciler({ config: kube, namespace: config.POD_NAMESPACE, deps: poolDeps, signal, workers: config.BROWSERPLANE_OPERATOR_WORKERS, ...observed }) : undefined;
+    const pools = poolDeps ? startBrowserPoolReconciler({ config: kube, namespace: config.POD_NAMESPACE, deps: poolDeps, pools: new PoolManager(poolDeps), signal, workers: config.BROWSERPLANE_OPERATOR_WORKERS, ...observed }) : undefined;
     const connections = poolDeps ? startAuthConnectionReconciler({ config: kube, namespace: config.POD_NAMESPACE, deps: poolDeps, signal, workers: config.BROWSERPLANE_OPERATOR_WORKERS, ...observed }) : undefined;
     await Promise.all([reconciler.run(signal), pools?.done, connections?.done]);
   } finally {

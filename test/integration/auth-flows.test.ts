@@ -2,9 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { buildApp } from '../../api/src/app.js';
+import { createAppServices } from '../../api/src/app-services.js';
 import { systemClock } from '../../api/src/clock.js';
 import { createPgEventHub } from '../../api/src/events/hub.js';
-import { authFlows } from '../../api/src/modules/auth-connections/engine/flows.js';
 import { EMAIL, PASSWORD, startLoginSites, TOTP_SECRET, USERNAME, type LoginSites } from '../fixtures/login-sites/server.js';
 import { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -152,7 +152,7 @@ describe('interactive login through the API', () => {
     // The profile now holds the site's login: a health check (run here rather than
     // waiting an interval) finds it logged in.
     expect((await app.tenant.http.patch(`/auth/connections/${conn.id}`, { health_checks: true })).status).toBe(200);
-    await authFlows(app.deps).healthCheck(conn.id);
+    await app.services.flows.healthCheck(conn.id);
     const checked = await app.tenant.http.get(`/auth/connections/${conn.id}/timeline?type=health_check`);
     expect(checked.body).toEqual([expect.objectContaining({ type: 'health_check', status: 'AUTHENTICATED', previous_status: 'AUTHENTICATED' })]);
   }, 150_000);
@@ -160,7 +160,8 @@ describe('interactive login through the API', () => {
   it('a client on another replica follows the flow and answers it (LISTEN/NOTIFY across replicas)', async () => {
     // Replica B: the same database, its own event hub (LISTEN connection) and HTTP server.
     const hubB = createPgEventHub(app.database.url, app.database.db, app.deps.log);
-    const { app: handler } = buildApp({ ...app.deps, events: hubB });
+    const depsB = { ...app.deps, events: hubB };
+    const { app: handler } = buildApp(depsB, createAppServices(depsB));
     const server = await new Promise<Server>((resolve) => {
       const s = handler.listen(0, '127.0.0.1', () => resolve(s));
     });

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { systemClock } from '../../api/src/clock.js';
-import { poolManager } from '../../api/src/modules/browser-pools/manager.js';
 import { createCdpTokens } from '../../api/src/modules/browsers/cdp-token.js';
 import { IdleReaper } from '../../api/src/modules/browsers/reaper.js';
 import { rawTar } from '../support/raw-tar.js';
@@ -27,10 +26,10 @@ beforeAll(async () => {
   agent = new FakeAgent();
   runtime = new FakeRuntime(await agent.listen());
   useRuntime(app, runtime);
-  await poolManager(app.deps).start({ intervalMs: 100 });
+  await app.services.pools.start({ intervalMs: 100 });
 });
 afterAll(async () => {
-  await poolManager(app.deps).stop();
+  await app.services.pools.stop();
   await app?.close();
   await agent?.close();
 });

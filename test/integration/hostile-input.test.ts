@@ -481,7 +481,7 @@ describe('slow clients (slowloris)', () => {
 
   beforeAll(async () => {
     app = await startTestApp({ clock: systemClock });
-    server = createHttpServer(buildApp(app.deps).app, timeouts);
+    server = createHttpServer(buildApp(app.deps, app.services).app, timeouts);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
@@ -492,7 +492,7 @@ describe('slow clients (slowloris)', () => {
   });
 
   it('sets header and request deadlines in the service, not Node’s defaults', () => {
-    const built = createHttpServer(buildApp(app.deps).app);
+    const built = createHttpServer(buildApp(app.deps, app.services).app);
     expect(built.headersTimeout).toBe(SERVER_TIMEOUTS.headersTimeoutMs);
     expect(built.requestTimeout).toBe(SERVER_TIMEOUTS.requestTimeoutMs);
     expect(SERVER_TIMEOUTS.headersTimeoutMs).toBeLessThan(60_000);

@@ -4,6 +4,7 @@ import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AppDeps } from '../../api/src/app-deps.js';
 import { buildApp } from '../../api/src/app.js';
+import { createAppServices } from '../../api/src/app-services.js';
 import { createPgEventHub, type EventHub } from '../../api/src/events/hub.js';
 import { errorMiddleware } from '../../api/src/http/error-middleware.js';
 import { mountRoutes } from '../../api/src/http/router.js';
@@ -36,7 +37,8 @@ beforeAll(async () => {
   app = await startTestApp();
   const hubB = createPgEventHub(app.database.url, app.database.db, app.deps.log);
   hubs.push(hubB);
-  replicaB = new HttpClient(await listen(buildApp({ ...app.deps, events: hubB }).app), app.tenant.adminKey);
+  const depsB = { ...app.deps, events: hubB };
+  replicaB = new HttpClient(await listen(buildApp(depsB, createAppServices(depsB)).app), app.tenant.adminKey);
 
   const hubC = countingHub(createPgEventHub(app.database.url, app.database.db, app.deps.log));
   hubs.push(hubC);

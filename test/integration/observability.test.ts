@@ -92,7 +92,7 @@ describe('observability', () => {
     });
 
     it('fails readiness with 503 shutting_down once the app drains, while staying live', async () => {
-      const built = buildApp(app.deps);
+      const built = buildApp(app.deps, app.services);
       built.lifecycle.draining = true;
       const server = await new Promise<Server>((resolve) => {
         const s = built.app.listen(0, '127.0.0.1', () => resolve(s));
@@ -146,7 +146,7 @@ describe('observability', () => {
     });
 
     it('documents every mounted route, and nothing else, under its method and template', () => {
-      const { routes } = buildApp(app.deps);
+      const { routes } = buildApp(app.deps, app.services);
       for (const route of routes) {
         const op = doc.paths[route.path]?.[route.method];
         expect(op, `${route.method} ${route.path}`).toBeDefined();

@@ -30,7 +30,7 @@ beforeAll(async () => {
     settings: { orgMaxConcurrentSessions: 50 },
     background: { reaperIntervalMs: 250, poolIntervalMs: 250 },
   });
-  reconciler = startBrowserPoolReconciler({ config: kubeConfig(), namespace, deps: app.deps, workers: 2, signal: stop.signal }).done;
+  reconciler = startBrowserPoolReconciler({ config: kubeConfig(), namespace, deps: app.deps, pools: app.services.pools, workers: 2, signal: stop.signal }).done;
 }, 120_000);
 
 afterAll(async () => {

@@ -195,7 +195,7 @@ describe('BrowserPool Events', () => {
     const app = await startTestApp({ clock: systemClock });
     const events = createEventRecorder({ config: kubeConfig(), reportingController: REPORTING_CONTROLLER, reportingInstance: 'pool-test', log: capturing });
     const poolStop = new AbortController();
-    const reconciling = startBrowserPoolReconciler({ config: kubeConfig(), namespace, deps: app.deps, workers: 2, resyncMs: 1_000, signal: poolStop.signal, events }).done;
+    const reconciling = startBrowserPoolReconciler({ config: kubeConfig(), namespace, deps: app.deps, pools: app.services.pools, workers: 2, resyncMs: 1_000, signal: poolStop.signal, events }).done;
     const poolPath = `/apis/${API_VERSION}/namespaces/${namespace}/${PLURALS.BrowserPool}/events-pool`;
     const apply = async (spec: Record<string, unknown>) => {
       const answer = await rawRequest('PATCH', `${poolPath}?fieldManager=kubectl`, { apiVersion: API_VERSION, kind: 'BrowserPool', metadata: { name: 'events-pool' }, spec }, 'application/apply-patch+yaml');

@@ -118,7 +118,7 @@ export async function startTestApp(
     },
   );
   const services = createAppServices(deps);
-  const { app } = buildApp(deps);
+  const { app } = buildApp(deps, services);
   const server = await new Promise<Server>((resolve) => {
     const s = app.listen(0, '127.0.0.1', () => resolve(s));
   });

@@ -14,7 +14,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { AppError, OPERATOR_ACTOR } from '../../../api/src/index.js';
 import { foldName } from '../../../api/src/index.js';
 import { terminateGraceMs } from '../../../api/src/modules/browsers/index.js';
-import { createPool, deletePool, drainPool, updatePoolSettings } from '../../../api/src/modules/browser-pools/index.js';
+import { createPool, deletePool, drainPool, updatePoolSettings, type PoolManager, type PoolServiceDeps } from '../../../api/src/modules/browser-pools/index.js';
 import { findManagedPool, findPool, type PoolRow } from '../../../api/src/modules/browser-pools/index.js';
 import type { Queryable } from '../../../api/src/index.js';
 import { firstOrg, type OrgRow } from '../../../api/src/modules/orgs/index.js';
@@ -42,7 +42,14 @@ import {
 
 const PLURAL = PLURALS.BrowserPool;
 
-export type BrowserPoolReconcilerOptions = GitOpsReconcilerOptions;
+export interface BrowserPoolReconcilerOptions extends GitOpsReconcilerOptions {
+  /**
+   * The pool manager whose side effects the pool use cases carry (a fill pass, idle
+   * browsers discarded, other replicas told). The operator's is never started: the API
+   * replicas fill pools, and hear of the change by NOTIFY.
+   */
+  pools: PoolManager;
+}
 
 type Resource = KubernetesObject & { spec?: unknown; status?: Record<string, unknown> };
 
@@ -167,19 +174,20 @@ export class BrowserPoolReconciler {
    */
   private async execute(key: string, step: PoolStep): Promise<{ done: boolean; problem?: Problem }> {
     const { deps } = this.options;
+    const poolDeps: PoolServiceDeps = { ...deps, pools: this.options.pools };
     const writer = { kubernetesResource: key };
     try {
       switch (step.kind) {
         case 'none':
           return { done: true };
         case 'create': {
-          const row = await createPool(deps, step.scope, OPERATOR_ACTOR, step.input, writer);
+          const row = await createPool(poolDeps, step.scope, OPERATOR_ACTOR, step.input, writer);
           deps.log.info({ resource: key, poolId: row.id }, 'browser pool created from its resource');
           this.event(key, { type: 'Normal', action: 'Create', reason: EVENT_REASONS.synced, note: `pool ${row.id} created from the resource` });
           return { done: true };
         }
         case 'update': {
-          const row = await updatePoolSettings(deps, step.scope, OPERATOR_ACTOR, step.poolId, step.input, writer);
+          const row = await updatePoolSettings(poolDeps, step.scope, OPERATOR_ACTOR, step.poolId, step.input, writer);
           deps.log.info({ resource: key, poolId: row.id, fields: Object.keys(step.input) }, 'browser pool changed by its resource');
           this.event(key, { type: 'Normal', action: 'Update', reason: EVENT_REASONS.synced, note: `pool ${row.id} updated from the resource: ${Object.keys(step.input).join(', ')}` });
           return { done: true };
@@ -197,7 +205,7 @@ export class BrowserPoolReconciler {
           return { done: true };
         }
         case 'delete': {
-          const { poolId, ended } = await deletePool(deps, step.scope, OPERATOR_ACTOR, step.poolId, { force: step.force, ...writer });
+          const { poolId, ended } = await deletePool(poolDeps, step.scope, OPERATOR_ACTOR, step.poolId, { force: step.force, ...writer });
           if (step.force) deps.log.info({ resource: key, poolId, browsers: ended.length }, 'browser pool force-deleted: leased browsers ended');
           return { done: true };
         }

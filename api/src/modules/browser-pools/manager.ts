@@ -177,15 +177,3 @@ export class PoolManager {
     await this.closer.close(ended);
   }
 }
-
-const managers = new WeakMap<AppDeps, PoolManager>();
-
-/** The app's one PoolManager (routes and the composition root share it). */
-export function poolManager(deps: AppDeps): PoolManager {
-  let manager = managers.get(deps);
-  if (!manager) {
-    manager = new PoolManager(deps);
-    managers.set(deps, manager);
-  }
-  return manager;
-}

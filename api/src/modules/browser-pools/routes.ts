@@ -1,4 +1,5 @@
 import type { AppDeps } from '../../app-deps.js';
+import type { AppServices } from '../../app-services.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
@@ -6,7 +7,6 @@ import { actorOf, projectScopeOf } from '../../scope.js';
 import { browserSessionSchema } from '../browsers/schema.js';
 import { presentSession, publicWsBase } from '../browsers/present.js';
 import { createCdpTokens } from '../browsers/cdp-token.js';
-import { poolManager } from './manager.js';
 import {
   acquirePoolBody,
   browserPoolSchema,
@@ -19,7 +19,7 @@ import {
   updatePoolBody,
 } from './schema.js';
 import { getPool } from './lookup.js';
-import { createPool, deletePool, updatePoolSettings } from './service.js';
+import { createPool, deletePool, updatePoolSettings, type PoolServiceDeps } from './service.js';
 import { listPools, type PoolRow } from './store.js';
 
 const tags = ['Browser pools'];
@@ -38,9 +38,11 @@ export function presentPool(row: PoolRow) {
   };
 }
 
-export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
+export function browserPoolRoutes(deps: AppDeps, services: AppServices): RouteDef[] {
+  const { pools } = services;
+  // Composed at each call, not once: tests swap deps.runtime on the live app.
+  const poolDeps = (): PoolServiceDeps => ({ ...deps, pools });
   const { db } = deps;
-  const pools = poolManager(deps);
   const tokens = createCdpTokens(deps);
   return [
     defineRoute({
@@ -53,7 +55,7 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       body: createPoolBody,
       responses: { 200: { description: 'The pool', schema: browserPoolSchema }, ...errorResponses(400, 404, 409) },
-      handler: async ({ body, auth }) => json(presentPool(await createPool(deps, projectScopeOf(auth), actorOf(auth), body))),
+      handler: async ({ body, auth }) => json(presentPool(await createPool(poolDeps(), projectScopeOf(auth), actorOf(auth), body))),
     }),
     defineRoute({
       method: 'get',
@@ -92,7 +94,7 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       responses: { 200: { description: 'The pool', schema: browserPoolSchema }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, body, auth }) => {
         const scope = projectScopeOf(auth);
-        const pool = await updatePoolSettings(deps, scope, actorOf(auth), params.id_or_name, body);
+        const pool = await updatePoolSettings(poolDeps(), scope, actorOf(auth), params.id_or_name, body);
         // Read again: discard_all_idle changed the counts.
         return json(presentPool(await getPool(db, scope, pool.id)));
       },
@@ -111,7 +113,7 @@ export function browserPoolRoutes(deps: AppDeps): RouteDef[] {
       body: deletePoolBody,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, body, auth }) => {
-        await deletePool(deps, projectScopeOf(auth), actorOf(auth), params.id_or_name, { force: body.force === true });
+        await deletePool(poolDeps(), projectScopeOf(auth), actorOf(auth), params.id_or_name, { force: body.force === true });
         return noContent();
       },
     }),

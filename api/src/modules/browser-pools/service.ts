@@ -12,8 +12,15 @@ import { findProfile } from '../profiles/store.js';
 import { getLimits, shareLockLiveProject } from '../projects/store.js';
 import { findProxy } from '../proxies/store.js';
 import { DEFAULT_FILL_RATE_PER_MINUTE, DEFAULT_POOL_TIMEOUT_SECONDS, type CreatePoolInput, type UpdatePoolInput } from './schema.js';
-import { poolManager } from './manager.js';
+import type { PoolManager } from './manager.js';
 import { findPool, insertPool, markPoolDeleted, markPoolDraining, pooledSize, updatePool, type PoolRow, type PoolSettings } from './store.js';
+
+/**
+ * What the pool use cases that change a pool take: the app's dependencies and its pool
+ * manager, whose side effects (a fill pass, idle browsers discarded, waiters turned away,
+ * other replicas told) are part of the use case, wherever it is called from.
+ */
+export type PoolServiceDeps = AppDeps & { pools: PoolManager };
 
 /**
  * Browser pools, configuration side: create, read, change and delete a pool's browser
@@ -105,9 +112,9 @@ function sent(body: Record<string, unknown>): Record<string, unknown> {
 }
 
 /** POST: a new pool, which the fill starts warming at once (on every replica: see PoolManager.changed). */
-export async function createPool(deps: AppDeps, scope: ProjectScope, actor: Actor, input: CreatePoolInput, writer: PoolWriter = {}): Promise<PoolRow> {
+export async function createPool(deps: PoolServiceDeps, scope: ProjectScope, actor: Actor, input: CreatePoolInput, writer: PoolWriter = {}): Promise<PoolRow> {
   const pool = await insertNewPool(deps, scope, actor, input, writer);
-  await poolManager(deps).changed(pool.id);
+  await deps.pools.changed(pool.id);
   return pool;
 }
 
@@ -176,7 +183,7 @@ const BROWSER_FIELDS = ['headless', 'stealth', 'kiosk_mode', 'start_url', 'proxy
  * without refresh_on_profile_update turns it on; telemetry null or {} changes nothing.
  */
 export async function updatePoolSettings(
-  deps: AppDeps,
+  deps: PoolServiceDeps,
   scope: ProjectScope,
   actor: Actor,
   idOrName: string,
@@ -184,7 +191,7 @@ export async function updatePoolSettings(
   writer: PoolWriter = {},
 ): Promise<PoolRow> {
   const pool = await writeSettings(deps, scope, actor, idOrName, input, writer);
-  await poolManager(deps).afterUpdate(pool, { discardAllIdle: input.discard_all_idle === true });
+  await deps.pools.afterUpdate(pool, { discardAllIdle: input.discard_all_idle === true });
   return pool;
 }
 
@@ -259,14 +266,14 @@ async function writeSettings(deps: Deps, scope: ProjectScope, actor: Actor, idOr
  * close) and the pool's waiters turned away. Returns the ended browsers.
  */
 export async function deletePool(
-  deps: AppDeps,
+  deps: PoolServiceDeps,
   scope: ProjectScope,
   actor: Actor,
   idOrName: string,
   options: { force: boolean } & PoolWriter,
 ): Promise<{ poolId: string; ended: EndedBrowser[] }> {
   const deleted = await deletePoolRows(deps, scope, actor, idOrName, options);
-  await poolManager(deps).poolDeleted(deleted.poolId, deleted.ended);
+  await deps.pools.poolDeleted(deleted.poolId, deleted.ended);
   return deleted;
 }
 

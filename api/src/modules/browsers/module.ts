@@ -10,7 +10,7 @@ import { countProjectSessions } from './service.js';
  */
 export const browsersModule: ApiModule = {
   name: 'browsers',
-  routes: (deps) => browserRoutes(deps),
+  routes: (deps, services) => browserRoutes(deps, services),
   projectResources: [countProjectSessions],
   metrics: (registry, deps) => registerBrowserMetrics(registry, deps.db),
 };

@@ -2,10 +2,10 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
+import type { AppServices } from '../../app-services.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
 import { createCdpTokens } from './cdp-token.js';
-import { poolManager } from '../browser-pools/manager.js';
 import { authorizeArchiveAccess, PROFILE_ARCHIVE_PATH, saveUploadedProfile } from './profile-archive.js';
 
 const tags = ['Internal'];
@@ -21,7 +21,7 @@ const query = z.object({
  * go: the token in the query is checked by the handler, and the request log records the
  * path only, never the token.
  */
-export function profileArchiveRoutes(deps: AppDeps): RouteDef[] {
+export function profileArchiveRoutes(deps: AppDeps, services: AppServices): RouteDef[] {
   const tokens = createCdpTokens(deps);
   return [
     defineRoute({
@@ -78,7 +78,7 @@ export function profileArchiveRoutes(deps: AppDeps): RouteDef[] {
         const saved = await saveUploadedProfile(deps, profile, req as Readable);
         log.info({ sessionId: session.id, profileId: profile.id, sizeBytes: saved.sizeBytes }, 'profile saved from its browser session');
         // Pools that refresh on this profile rebuild their idle browsers with the new save.
-        await poolManager(deps)
+        await services.pools
           .profileSaved(profile.id)
           .catch((error: unknown) => log.error({ err: error, profileId: profile.id }, 'refreshing the pools of a saved profile failed'));
         return json({ size_bytes: saved.sizeBytes, updated_at: saved.updatedAt.toISOString() });

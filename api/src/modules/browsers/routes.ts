@@ -1,5 +1,6 @@
 import type { Request } from 'express';
 import type { AppDeps } from '../../app-deps.js';
+import type { AppServices } from '../../app-services.js';
 import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
@@ -32,7 +33,7 @@ export interface BrowserRouteOptions {
 
 const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
 
-export function browserRoutes(appDeps: AppDeps, options: BrowserRouteOptions = {}): RouteDef[] {
+export function browserRoutes(appDeps: AppDeps, services: AppServices, options: BrowserRouteOptions = {}): RouteDef[] {
   const deps: AppDeps = options.runtime ? { ...appDeps, runtime: options.runtime } : appDeps;
   const { db } = deps;
   const tokens = createCdpTokens(deps);
@@ -131,6 +132,6 @@ export function browserRoutes(appDeps: AppDeps, options: BrowserRouteOptions = {
     ...computerRoutes(deps),
     ...fsRoutes(deps),
     ...liveViewRoutes(deps),
-    ...profileArchiveRoutes(deps),
+    ...profileArchiveRoutes(deps, services),
   ];
 }
