@@ -3,11 +3,10 @@ import type { IncomingMessage } from 'node:http';
 import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
 import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
 import { channelName } from '../../events/hub.js';
-import type { AuthContext } from '../../http/auth-context.js';
-import { requireProject } from '../../http/auth-context.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
 import { scheduleJob, unscheduleJob } from '../../jobs/queue.js';
+import type { Actor, ProjectScope } from '../../scope.js';
 import { createCdpTokens } from '../browsers/cdp-token.js';
 import { publicWsBase } from '../browsers/present.js';
 import { findCredential } from '../credentials/store.js';
@@ -22,19 +21,19 @@ import {
   type SubmitInput,
   type UpdateConnectionInput,
 } from './schema.js';
+import { insertFlow, storePendingInput } from './flow-store.js';
+import type { ConnectionRow, FlowView } from './rows.js';
 import {
   countProjectConnections,
   deleteConnection,
   findConnection,
+  findProxyIdsNamed,
   insertConnection,
-  insertFlow,
-  storePendingInput,
+  repointProfile,
   updateConnection,
   type ConnectionChange,
-  type ConnectionRow,
-  type Scope,
 } from './store.js';
-import { hostedPath, isRunning, type FlowView, type ViewContext } from './view.js';
+import { hostedPath, isRunning, type ViewContext } from './view.js';
 
 export const DEFAULT_MIN_HEALTH_CHECK_INTERVAL = 300;
 /** How long a person has to finish a login; a re-auth nobody watches gets less. */
@@ -47,7 +46,11 @@ export const healthCheckJobKey = (id: string) => `auth-health:${id}`;
 export const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 export const SUBMISSION_SEAL_CONTEXT = 'auth_flows:pending_input';
 
-export const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
+/**
+ * A project scope as the create use case takes it: with the project's name when the caller
+ * knows it, for the message when the project is gone by the time the connection is made.
+ */
+export type NamedProjectScope = ProjectScope & { projectName?: string | undefined };
 
 /**
  * Who changes a connection: the API (no resource) or the operator on behalf of the
@@ -75,23 +78,20 @@ export function viewContext(deps: AppDeps, req?: IncomingMessage): ViewContext {
   return { httpBase: publicWsBase(deps, req).replace(/^ws/, 'http'), tokens: createCdpTokens(deps) };
 }
 
-export async function getConnection(deps: Pick<AppDeps, 'db'>, scope: Scope, id: string): Promise<ConnectionRow> {
+export async function getConnection(deps: Pick<AppDeps, 'db'>, scope: ProjectScope, id: string): Promise<ConnectionRow> {
   const row = await findConnection(deps.db, scope, id);
   if (!row) throw notFound('Auth connection', id);
   return row;
 }
 
 /** A proxy by id, or by a name that must match exactly one proxy of the project. */
-export async function resolveProxyRef(db: Queryable, scope: Scope, ref: { id?: string | undefined; name?: string | undefined }): Promise<string> {
+export async function resolveProxyRef(db: Queryable, scope: ProjectScope, ref: { id?: string | undefined; name?: string | undefined }): Promise<string> {
   if (ref.id !== undefined) {
     const row = await findProxy(db, scope.orgId, scope.projectId, ref.id);
     if (!row) throw notFound('Proxy', ref.id);
     return row.id;
   }
-  const { rows } = await db.query<{ id: string }>(
-    'SELECT id FROM proxies WHERE org_id = $1 AND project_id = $2 AND deleted_at IS NULL AND name = $3 LIMIT 2',
-    [scope.orgId, scope.projectId, ref.name],
-  );
+  const rows = await findProxyIdsNamed(db, scope, ref.name);
   if (rows.length !== 1) {
     throw badRequest(
       'invalid_proxy',
@@ -99,11 +99,11 @@ export async function resolveProxyRef(db: Queryable, scope: Scope, ref: { id?: s
       [{ code: rows.length === 0 ? 'not_found' : 'ambiguous', message: 'must name exactly one proxy', field: 'body.proxy.name' }],
     );
   }
-  return rows[0]!.id;
+  return rows[0]!;
 }
 
 /** A credential ref, resolved to the credential's id; external providers are not configured here. */
-async function resolveCredentialRef(db: Queryable, scope: Scope, ref: CredentialRef): Promise<string> {
+async function resolveCredentialRef(db: Queryable, scope: ProjectScope, ref: CredentialRef): Promise<string> {
   if (ref.provider !== undefined) {
     throw badRequest('credential_provider_unsupported', 'External credential providers are not available on this service; store the credential with POST /credentials and refer to it by name', [
       { code: 'unsupported', message: 'external credential providers are not available', field: 'body.credential.provider' },
@@ -130,14 +130,24 @@ export async function rescheduleHealthCheck(deps: AppDeps, db: Queryable, row: P
   await scheduleJob(db, HEALTH_CHECK_TASK, { connection_id: row.id }, runAt, healthCheckJobKey(row.id));
 }
 
-export async function createConnection(deps: AppDeps, auth: AuthContext, input: CreateConnectionInput, writer: ConnectionWriter = {}): Promise<ConnectionRow> {
-  const scope = scopeOf(auth);
+/**
+ * The use cases below act in `scope` for `actor`: a caller's API key (routes) or the
+ * operator (AuthConnection resources). Nothing records the actor yet; taking it keeps
+ * every caller naming itself instead of posing as an API key.
+ */
+export async function createConnection(
+  deps: AppDeps,
+  scope: NamedProjectScope,
+  actor: Actor,
+  input: CreateConnectionInput,
+  writer: ConnectionWriter = {},
+): Promise<ConnectionRow> {
   checkInterval(deps, input.health_check_interval);
   const id = newId('mauth');
   try {
     await inTransaction(deps.db, async (tx) => {
       const project = await shareLockLiveProject(tx, scope.orgId, scope.projectId);
-      if (project?.id !== scope.projectId) throw notFound('Project', requireProject(auth).name);
+      if (project?.id !== scope.projectId) throw notFound('Project', scope.projectName ?? scope.projectId);
       const proxyId = input.proxy ? await resolveProxyRef(tx, scope, input.proxy) : null;
       const credentialId = input.credential ? await resolveCredentialRef(tx, scope, input.credential) : null;
       const now = deps.clock.now();
@@ -172,15 +182,21 @@ export async function createConnection(deps: AppDeps, auth: AuthContext, input: 
     }
     if (pgErrorCode(error) === UNIQUE_VIOLATION && (error as { constraint?: string }).constraint === 'profiles_project_name_key_live') {
       // A profile of that name was created at the same moment: take it on a retry.
-      return createConnection(deps, auth, input, writer);
+      return createConnection(deps, scope, actor, input, writer);
     }
     throw error;
   }
   return getConnection(deps, scope, id);
 }
 
-export async function changeConnection(deps: AppDeps, auth: AuthContext, id: string, input: UpdateConnectionInput, writer: ConnectionWriter = {}): Promise<ConnectionRow> {
-  const scope = scopeOf(auth);
+export async function changeConnection(
+  deps: AppDeps,
+  scope: ProjectScope,
+  actor: Actor,
+  id: string,
+  input: UpdateConnectionInput,
+  writer: ConnectionWriter = {},
+): Promise<ConnectionRow> {
   checkInterval(deps, input.health_check_interval);
   await inTransaction(deps.db, async (tx) => {
     const row = await findConnection(tx, scope, id, { lock: true });
@@ -219,8 +235,7 @@ export async function changeConnection(deps: AppDeps, auth: AuthContext, id: str
  * check. A login in progress is cancelled: its driver learns from the notification (or
  * its next write finding no row) and closes the browser without saving the profile.
  */
-export async function removeConnection(deps: AppDeps, auth: AuthContext, id: string, writer: ConnectionWriter = {}): Promise<void> {
-  const scope = scopeOf(auth);
+export async function removeConnection(deps: AppDeps, scope: ProjectScope, actor: Actor, id: string, writer: ConnectionWriter = {}): Promise<void> {
   await inTransaction(deps.db, async (tx) => {
     const row = await findConnection(tx, scope, id, { lock: true });
     if (!row) throw notFound('Auth connection', id);
@@ -241,7 +256,7 @@ export interface LoginStart {
  * Starts a flow: checks that none runs, writes it with its hashed handoff code, and
  * returns; the flow manager opens the browser and drives it.
  */
-export async function beginFlow(deps: AppDeps, scope: Scope, id: string, type: FlowType, driver: string): Promise<LoginStart> {
+export async function beginFlow(deps: AppDeps, scope: ProjectScope, id: string, type: FlowType, driver: string): Promise<LoginStart> {
   const flowId = newId('maflow');
   const handoffCode = randomBytes(24).toString('base64url');
   const ttl = deps.settings.authFlowTtlSeconds ?? (type === 'LOGIN' ? LOGIN_FLOW_TTL_SECONDS : REAUTH_FLOW_TTL_SECONDS);
@@ -254,7 +269,7 @@ export async function beginFlow(deps: AppDeps, scope: Scope, id: string, type: F
       if (!(await findLiveProfileById(tx, row.profile_id))) {
         // The profile was deleted since: the login makes it again under the same name.
         const profile = (await findProfile(tx, scope, row.profile_name)) ?? (await insertProfile(tx, scope, { name: row.profile_name, now }));
-        await tx.query('UPDATE auth_connections SET profile_id = $2, profile_name = $3 WHERE id = $1', [row.id, profile.id, profile.name ?? row.profile_name]);
+        await repointProfile(tx, row.id, { id: profile.id, name: profile.name ?? row.profile_name });
       }
       await insertFlow(tx, scope, {
         id: flowId,
