@@ -29,11 +29,11 @@ import {
   type NamedProjectScope,
   removeConnection,
   resolveProxyRef,
-  submitToFlow,
   viewContext,
 } from './service.js';
 import { listTimeline } from './history-store.js';
 import { findConnection, listConnections } from './store.js';
+import { submitToFlow } from './submission.js';
 import { liveViewUrl, presentConnection, presentTimelineEvent } from './view.js';
 
 const tags = ['Managed auth'];
