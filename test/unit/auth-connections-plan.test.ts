@@ -11,7 +11,7 @@ import {
   type Secrets,
 } from '../../api/src/modules/auth-connections/engine/plan.js';
 import { judgeReauth } from '../../api/src/modules/auth-connections/reauth.js';
-import { canonicalSubmission } from '../../api/src/modules/auth-connections/service.js';
+import { canonicalSubmission } from '../../api/src/modules/auth-connections/submission.js';
 import type { LoginRequirements } from '../../api/src/modules/auth-connections/store.js';
 import type { FlowView } from '../../api/src/modules/auth-connections/view.js';
 

@@ -13,12 +13,11 @@
  */
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { AppDeps } from '../../../api/src/index.js';
-import type { AuthContext } from '../../../api/src/index.js';
-import { AppError } from '../../../api/src/index.js';
+import { AppError, OPERATOR_ACTOR } from '../../../api/src/index.js';
 import { changeConnection, connectionChannel, createConnection, removeConnection, resolveProxyRef } from '../../../api/src/modules/auth-connections/index.js';
 import { findManagedConnection, listConnections } from '../../../api/src/modules/auth-connections/index.js';
 import { Controller, objectKey, splitKey, type ControllerSource } from '../k8s/controller.js';
-import { ANNOTATIONS, FIELD_MANAGERS, PLURALS } from '../../../contract/kinds.js';
+import { ANNOTATIONS, PLURALS } from '../../../contract/kinds.js';
 import {
   AUTH_CONNECTION_FINALIZER,
   CONDITION_TYPES,
@@ -53,15 +52,6 @@ function observedResourceOf(object: Resource, key: string): ObservedResource {
     hasFinalizer: (metadata.finalizers ?? []).includes(AUTH_CONNECTION_FINALIZER),
     createdByApi: metadata.annotations?.[ANNOTATIONS.createdBy] === 'api',
     spec: object.spec,
-  };
-}
-
-/** The service functions act for a caller: the operator, in the resource's project. */
-function operatorAuth(scope: { orgId: string; projectId: string; projectName?: string }): AuthContext {
-  return {
-    orgId: scope.orgId,
-    apiKey: { id: FIELD_MANAGERS.operator, name: FIELD_MANAGERS.operator, projectId: null },
-    project: { id: scope.projectId, name: scope.projectName ?? scope.projectId },
   };
 }
 
@@ -203,17 +193,17 @@ export class AuthConnectionReconciler {
         case 'none':
           return undefined;
         case 'create': {
-          const row = await createConnection(deps, operatorAuth(step.scope), step.input, writer);
+          const row = await createConnection(deps, step.scope, OPERATOR_ACTOR, step.input, writer);
           deps.log.info({ resource: key, connectionId: row.id }, 'auth connection created from its resource');
           return undefined;
         }
         case 'update': {
-          await changeConnection(deps, operatorAuth(step.scope), step.connectionId, step.input, writer);
+          await changeConnection(deps, step.scope, OPERATOR_ACTOR, step.connectionId, step.input, writer);
           deps.log.info({ resource: key, connectionId: step.connectionId, fields: Object.keys(step.input) }, 'auth connection changed by its resource');
           return undefined;
         }
         case 'delete': {
-          await removeConnection(deps, operatorAuth(step.scope), step.connectionId, writer);
+          await removeConnection(deps, step.scope, OPERATOR_ACTOR, step.connectionId, writer);
           deps.log.info({ resource: key, connectionId: step.connectionId }, 'auth connection deleted with its resource');
           return undefined;
         }

@@ -1,5 +1,5 @@
 import type { CanReauthReason } from './schema.js';
-import type { ConnectionRow } from './store.js';
+import type { ConnectionRow } from './rows.js';
 
 /** Credential value names an identifier field may be stored under, in order of preference. */
 export const IDENTIFIER_KEYS = ['username', 'email', 'login', 'identifier', 'user', 'phone'] as const;

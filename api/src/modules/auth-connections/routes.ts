@@ -3,6 +3,8 @@ import type { AppDeps } from '../../app-deps.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
+import { requireProject, type AuthContext } from '../../http/auth-context.js';
+import { actorOf, projectScopeOf } from '../../scope.js';
 import { DEFAULT_HEARTBEAT_MS } from '../invocations/routes.js';
 import { authFlows } from './engine/flows.js';
 import { followFlow } from './events.js';
@@ -24,13 +26,14 @@ import {
   createConnection,
   getConnection,
   presentLogin,
+  type NamedProjectScope,
   removeConnection,
   resolveProxyRef,
-  scopeOf,
-  submitToFlow,
   viewContext,
 } from './service.js';
-import { findConnection, listConnections, listTimeline } from './store.js';
+import { listTimeline } from './history-store.js';
+import { findConnection, listConnections } from './store.js';
+import { submitToFlow } from './submission.js';
 import { liveViewUrl, presentConnection, presentTimelineEvent } from './view.js';
 
 const tags = ['Managed auth'];
@@ -39,6 +42,9 @@ export interface AuthRouteOptions {
   /** Interval of `sse_heartbeat` frames on event streams (default 15 s). */
   heartbeatMs?: number;
 }
+
+/** The request's project scope, with the project's name for a not-found message. */
+const namedScopeOf = (auth: AuthContext): NamedProjectScope => ({ ...projectScopeOf(auth), projectName: requireProject(auth).name });
 
 const stateEventSchema = z
   .object({
@@ -60,7 +66,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
       auth: 'project',
       body: createConnectionBody,
       responses: { 200: { description: 'The connection', schema: connectionSchema }, ...errorResponses(400, 404, 409) },
-      handler: async ({ body, auth, req }) => json(await presentConnection(viewContext(deps, req), await createConnection(deps, auth, body))),
+      handler: async ({ body, auth, req }) => json(await presentConnection(viewContext(deps, req), await createConnection(deps, namedScopeOf(auth), actorOf(auth), body))),
     }),
     defineRoute({
       method: 'get',
@@ -75,7 +81,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
         ...errorResponses(400),
       },
       handler: async ({ query, auth, req }) => {
-        const rows = await listConnections(deps.db, scopeOf(auth), query);
+        const rows = await listConnections(deps.db, projectScopeOf(auth), query);
         const ctx = viewContext(deps, req);
         const presented = await Promise.all(rows.slice(0, query.limit).map((row) => presentConnection(ctx, row)));
         return page(rows.length > query.limit ? [...presented, undefined] : presented, query, (item) => item);
@@ -90,7 +96,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
       auth: 'project',
       params: connectionParams,
       responses: { 200: { description: 'The connection', schema: connectionSchema }, ...errorResponses(404) },
-      handler: async ({ params, auth, req }) => json(await presentConnection(viewContext(deps, req), await getConnection(deps, scopeOf(auth), params.id))),
+      handler: async ({ params, auth, req }) => json(await presentConnection(viewContext(deps, req), await getConnection(deps, projectScopeOf(auth), params.id))),
     }),
     defineRoute({
       method: 'patch',
@@ -105,7 +111,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
       body: updateConnectionBody,
       responses: { 200: { description: 'The connection', schema: connectionSchema }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, body, auth, req }) =>
-        json(await presentConnection(viewContext(deps, req), await changeConnection(deps, auth, params.id, body))),
+        json(await presentConnection(viewContext(deps, req), await changeConnection(deps, projectScopeOf(auth), actorOf(auth), params.id, body))),
     }),
     defineRoute({
       method: 'delete',
@@ -119,7 +125,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
       params: connectionParams,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(404, 409) },
       handler: async ({ params, auth }) => {
-        await removeConnection(deps, auth, params.id);
+        await removeConnection(deps, projectScopeOf(auth), actorOf(auth), params.id);
         return noContent();
       },
     }),
@@ -140,7 +146,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
         ...errorResponses(400, 404, 409, 429),
       },
       handler: async ({ params, body, auth, req }) => {
-        const scope = scopeOf(auth);
+        const scope = projectScopeOf(auth);
         const proxyId = body.proxy ? await resolveProxyRef(deps.db, scope, body.proxy) : undefined;
         const started = await authFlows(deps).begin(scope, params.id, 'LOGIN', { proxyId, telemetry: body.browser_telemetry });
         const ctx = viewContext(deps, req);
@@ -161,7 +167,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
         ...errorResponses(400, 404, 409),
       },
       handler: async ({ params, body, auth }) => {
-        const row = await getConnection(deps, scopeOf(auth), params.id);
+        const row = await getConnection(deps, projectScopeOf(auth), params.id);
         return json({ accepted: await submitToFlow(deps, row, body) });
       },
     }),
@@ -181,7 +187,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
         ...errorResponses(404),
       },
       handler: async ({ params, auth, req, res }) => {
-        const scope = scopeOf(auth);
+        const scope = projectScopeOf(auth);
         // Before any header goes out, so an unknown id is an ordinary 404.
         await getConnection(deps, scope, params.id);
         const source = async () => {
@@ -206,7 +212,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
         ...errorResponses(400, 404),
       },
       handler: async ({ params, query, auth }) => {
-        const row = await getConnection(deps, scopeOf(auth), params.id);
+        const row = await getConnection(deps, projectScopeOf(auth), params.id);
         return page(await listTimeline(deps.db, row.id, query), query, presentTimelineEvent);
       },
     }),

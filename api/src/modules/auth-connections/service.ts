@@ -3,11 +3,10 @@ import type { IncomingMessage } from 'node:http';
 import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
 import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
 import { channelName } from '../../events/hub.js';
-import type { AuthContext } from '../../http/auth-context.js';
-import { requireProject } from '../../http/auth-context.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
 import { scheduleJob, unscheduleJob } from '../../jobs/queue.js';
+import type { Actor, ProjectScope } from '../../scope.js';
 import { createCdpTokens } from '../browsers/cdp-token.js';
 import { publicWsBase } from '../browsers/present.js';
 import { findCredential } from '../credentials/store.js';
@@ -19,22 +18,21 @@ import {
   type CreateConnectionInput,
   type CredentialRef,
   type FlowType,
-  type SubmitInput,
   type UpdateConnectionInput,
 } from './schema.js';
+import { insertFlow } from './flow-store.js';
+import type { ConnectionRow } from './rows.js';
 import {
   countProjectConnections,
   deleteConnection,
   findConnection,
+  findProxyIdsNamed,
   insertConnection,
-  insertFlow,
-  storePendingInput,
+  repointProfile,
   updateConnection,
   type ConnectionChange,
-  type ConnectionRow,
-  type Scope,
 } from './store.js';
-import { hostedPath, isRunning, type FlowView, type ViewContext } from './view.js';
+import { hostedPath, isRunning, type ViewContext } from './view.js';
 
 export const DEFAULT_MIN_HEALTH_CHECK_INTERVAL = 300;
 /** How long a person has to finish a login; a re-auth nobody watches gets less. */
@@ -45,9 +43,12 @@ export const HEALTH_CHECK_TASK = 'auth_health_check';
 export const connectionChannel = (id: string) => channelName('auth', id);
 export const healthCheckJobKey = (id: string) => `auth-health:${id}`;
 export const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
-export const SUBMISSION_SEAL_CONTEXT = 'auth_flows:pending_input';
 
-export const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
+/**
+ * A project scope as the create use case takes it: with the project's name when the caller
+ * knows it, for the message when the project is gone by the time the connection is made.
+ */
+export type NamedProjectScope = ProjectScope & { projectName?: string | undefined };
 
 /**
  * Who changes a connection: the API (no resource) or the operator on behalf of the
@@ -75,23 +76,20 @@ export function viewContext(deps: AppDeps, req?: IncomingMessage): ViewContext {
   return { httpBase: publicWsBase(deps, req).replace(/^ws/, 'http'), tokens: createCdpTokens(deps) };
 }
 
-export async function getConnection(deps: Pick<AppDeps, 'db'>, scope: Scope, id: string): Promise<ConnectionRow> {
+export async function getConnection(deps: Pick<AppDeps, 'db'>, scope: ProjectScope, id: string): Promise<ConnectionRow> {
   const row = await findConnection(deps.db, scope, id);
   if (!row) throw notFound('Auth connection', id);
   return row;
 }
 
 /** A proxy by id, or by a name that must match exactly one proxy of the project. */
-export async function resolveProxyRef(db: Queryable, scope: Scope, ref: { id?: string | undefined; name?: string | undefined }): Promise<string> {
+export async function resolveProxyRef(db: Queryable, scope: ProjectScope, ref: { id?: string | undefined; name?: string | undefined }): Promise<string> {
   if (ref.id !== undefined) {
     const row = await findProxy(db, scope.orgId, scope.projectId, ref.id);
     if (!row) throw notFound('Proxy', ref.id);
     return row.id;
   }
-  const { rows } = await db.query<{ id: string }>(
-    'SELECT id FROM proxies WHERE org_id = $1 AND project_id = $2 AND deleted_at IS NULL AND name = $3 LIMIT 2',
-    [scope.orgId, scope.projectId, ref.name],
-  );
+  const rows = await findProxyIdsNamed(db, scope, ref.name);
   if (rows.length !== 1) {
     throw badRequest(
       'invalid_proxy',
@@ -99,11 +97,11 @@ export async function resolveProxyRef(db: Queryable, scope: Scope, ref: { id?: s
       [{ code: rows.length === 0 ? 'not_found' : 'ambiguous', message: 'must name exactly one proxy', field: 'body.proxy.name' }],
     );
   }
-  return rows[0]!.id;
+  return rows[0]!;
 }
 
 /** A credential ref, resolved to the credential's id; external providers are not configured here. */
-async function resolveCredentialRef(db: Queryable, scope: Scope, ref: CredentialRef): Promise<string> {
+async function resolveCredentialRef(db: Queryable, scope: ProjectScope, ref: CredentialRef): Promise<string> {
   if (ref.provider !== undefined) {
     throw badRequest('credential_provider_unsupported', 'External credential providers are not available on this service; store the credential with POST /credentials and refer to it by name', [
       { code: 'unsupported', message: 'external credential providers are not available', field: 'body.credential.provider' },
@@ -130,14 +128,24 @@ export async function rescheduleHealthCheck(deps: AppDeps, db: Queryable, row: P
   await scheduleJob(db, HEALTH_CHECK_TASK, { connection_id: row.id }, runAt, healthCheckJobKey(row.id));
 }
 
-export async function createConnection(deps: AppDeps, auth: AuthContext, input: CreateConnectionInput, writer: ConnectionWriter = {}): Promise<ConnectionRow> {
-  const scope = scopeOf(auth);
+/**
+ * The use cases below act in `scope` for `actor`: a caller's API key (routes) or the
+ * operator (AuthConnection resources). Nothing records the actor yet; taking it keeps
+ * every caller naming itself instead of posing as an API key.
+ */
+export async function createConnection(
+  deps: AppDeps,
+  scope: NamedProjectScope,
+  actor: Actor,
+  input: CreateConnectionInput,
+  writer: ConnectionWriter = {},
+): Promise<ConnectionRow> {
   checkInterval(deps, input.health_check_interval);
   const id = newId('mauth');
   try {
     await inTransaction(deps.db, async (tx) => {
       const project = await shareLockLiveProject(tx, scope.orgId, scope.projectId);
-      if (project?.id !== scope.projectId) throw notFound('Project', requireProject(auth).name);
+      if (project?.id !== scope.projectId) throw notFound('Project', scope.projectName ?? scope.projectId);
       const proxyId = input.proxy ? await resolveProxyRef(tx, scope, input.proxy) : null;
       const credentialId = input.credential ? await resolveCredentialRef(tx, scope, input.credential) : null;
       const now = deps.clock.now();
@@ -172,15 +180,21 @@ export async function createConnection(deps: AppDeps, auth: AuthContext, input: 
     }
     if (pgErrorCode(error) === UNIQUE_VIOLATION && (error as { constraint?: string }).constraint === 'profiles_project_name_key_live') {
       // A profile of that name was created at the same moment: take it on a retry.
-      return createConnection(deps, auth, input, writer);
+      return createConnection(deps, scope, actor, input, writer);
     }
     throw error;
   }
   return getConnection(deps, scope, id);
 }
 
-export async function changeConnection(deps: AppDeps, auth: AuthContext, id: string, input: UpdateConnectionInput, writer: ConnectionWriter = {}): Promise<ConnectionRow> {
-  const scope = scopeOf(auth);
+export async function changeConnection(
+  deps: AppDeps,
+  scope: ProjectScope,
+  actor: Actor,
+  id: string,
+  input: UpdateConnectionInput,
+  writer: ConnectionWriter = {},
+): Promise<ConnectionRow> {
   checkInterval(deps, input.health_check_interval);
   await inTransaction(deps.db, async (tx) => {
     const row = await findConnection(tx, scope, id, { lock: true });
@@ -219,8 +233,7 @@ export async function changeConnection(deps: AppDeps, auth: AuthContext, id: str
  * check. A login in progress is cancelled: its driver learns from the notification (or
  * its next write finding no row) and closes the browser without saving the profile.
  */
-export async function removeConnection(deps: AppDeps, auth: AuthContext, id: string, writer: ConnectionWriter = {}): Promise<void> {
-  const scope = scopeOf(auth);
+export async function removeConnection(deps: AppDeps, scope: ProjectScope, actor: Actor, id: string, writer: ConnectionWriter = {}): Promise<void> {
   await inTransaction(deps.db, async (tx) => {
     const row = await findConnection(tx, scope, id, { lock: true });
     if (!row) throw notFound('Auth connection', id);
@@ -241,7 +254,7 @@ export interface LoginStart {
  * Starts a flow: checks that none runs, writes it with its hashed handoff code, and
  * returns; the flow manager opens the browser and drives it.
  */
-export async function beginFlow(deps: AppDeps, scope: Scope, id: string, type: FlowType, driver: string): Promise<LoginStart> {
+export async function beginFlow(deps: AppDeps, scope: ProjectScope, id: string, type: FlowType, driver: string): Promise<LoginStart> {
   const flowId = newId('maflow');
   const handoffCode = randomBytes(24).toString('base64url');
   const ttl = deps.settings.authFlowTtlSeconds ?? (type === 'LOGIN' ? LOGIN_FLOW_TTL_SECONDS : REAUTH_FLOW_TTL_SECONDS);
@@ -254,7 +267,7 @@ export async function beginFlow(deps: AppDeps, scope: Scope, id: string, type: F
       if (!(await findLiveProfileById(tx, row.profile_id))) {
         // The profile was deleted since: the login makes it again under the same name.
         const profile = (await findProfile(tx, scope, row.profile_name)) ?? (await insertProfile(tx, scope, { name: row.profile_name, now }));
-        await tx.query('UPDATE auth_connections SET profile_id = $2, profile_name = $3 WHERE id = $1', [row.id, profile.id, profile.name ?? row.profile_name]);
+        await repointProfile(tx, row.id, { id: profile.id, name: profile.name ?? row.profile_name });
       }
       await insertFlow(tx, scope, {
         id: flowId,
@@ -290,85 +303,6 @@ export function presentLogin(ctx: ViewContext, row: ConnectionRow, handoffCode: 
     flow_expires_at: flow.expires_at.toISOString(),
     ...(liveViewUrl ? { live_view_url: liveViewUrl } : {}),
   };
-}
-
-/** A submission in canonical form: values by Field.id, and at most one choice. */
-export interface Submission {
-  values: Record<string, string>;
-  choiceId?: string;
-}
-
-/** Maps the canonical and legacy submit fields onto the step's fields and choices. */
-export function canonicalSubmission(view: FlowView, body: SubmitInput): Submission {
-  const fields = view.fields ?? [];
-  const choices = view.choices ?? [];
-  const problems: Array<{ code: string; message: string; field: string }> = [];
-  const values: Record<string, string> = {};
-  for (const [key, value] of Object.entries(body.field_values ?? {})) {
-    if (fields.some((f) => f.id === key)) values[key] = value;
-    else problems.push({ code: 'unknown_field', message: `the current step has no field ${JSON.stringify(key)}`, field: `body.field_values.${key}` });
-  }
-  const discovered = view.discovered_fields ?? [];
-  for (const [name, value] of Object.entries(body.fields ?? {})) {
-    const field = fields.find((f) => f.id === name) ?? fields.find((f) => discovered.find((d) => d.name === name)?.selector === f.observed_selector);
-    if (field) values[field.id] = value;
-    else problems.push({ code: 'unknown_field', message: `the current step has no field named ${JSON.stringify(name)}`, field: `body.fields.${name}` });
-  }
-  const picks: Array<{ id: string | undefined; field: string }> = [];
-  if (body.selected_choice_id !== undefined) picks.push({ id: choices.find((c) => c.id === body.selected_choice_id)?.id, field: 'body.selected_choice_id' });
-  if (body.mfa_option_id !== undefined) {
-    const match = choices.find((c) => c.type === 'mfa_method' && (c.id === body.mfa_option_id || c.id === `mfa_${body.mfa_option_id}`));
-    picks.push({ id: match?.id, field: 'body.mfa_option_id' });
-  }
-  if (body.sign_in_option_id !== undefined) {
-    const match = choices.find((c) => c.type === 'sign_in_method' && (c.id === body.sign_in_option_id || c.id === `signin_${body.sign_in_option_id}`));
-    picks.push({ id: match?.id, field: 'body.sign_in_option_id' });
-  }
-  if (body.sso_button_selector !== undefined) {
-    const match = choices.find((c) => c.type === 'sso_provider' && c.observed_selector === body.sso_button_selector);
-    picks.push({ id: match?.id, field: 'body.sso_button_selector' });
-  }
-  const ssoProvider = body.sso_provider;
-  if (ssoProvider !== undefined) {
-    const match = choices.find((c) => c.type === 'sso_provider' && c.id === `sso_${ssoProvider.toLowerCase()}`);
-    picks.push({ id: match?.id, field: 'body.sso_provider' });
-  }
-  for (const pick of picks) {
-    if (pick.id === undefined) problems.push({ code: 'unknown_choice', message: 'the current step offers no such choice', field: pick.field });
-  }
-  const chosen = [...new Set(picks.map((p) => p.id).filter((id): id is string => id !== undefined))];
-  if (chosen.length > 1) problems.push({ code: 'too_many_choices', message: 'choose one option at a time', field: 'body' });
-  if (problems.length > 0) throw badRequest('invalid_submission', 'The submission does not fit the current step', problems);
-  if (chosen.length === 0) {
-    const missing = fields.filter((f) => f.required !== false && !(f.id in values));
-    if (Object.keys(values).length === 0) throw badRequest('invalid_submission', 'Send field_values for the step’s fields, or selected_choice_id', []);
-    if (missing.length > 0) {
-      throw badRequest(
-        'invalid_submission',
-        'Required fields are missing',
-        missing.map((f) => ({ code: 'required', message: `${f.label ?? f.id} is required`, field: `body.field_values.${f.id}` })),
-      );
-    }
-  }
-  return { values, ...(chosen[0] !== undefined ? { choiceId: chosen[0] } : {}) };
-}
-
-/**
- * Hands a submission to the flow's driver (on whichever replica runs it): sealed into the
- * flow row, then a notification. accepted false when the flow was not awaiting input.
- */
-export async function submitToFlow(deps: AppDeps, row: ConnectionRow, body: SubmitInput): Promise<boolean> {
-  const flow = row.flow;
-  // A flow past its expiry is over even before the engine's sweep marks it EXPIRED.
-  if (!flow || !isRunning(flow) || flow.expires_at.getTime() <= deps.clock.now().getTime()) {
-    throw conflict('flow_not_running', 'No login flow is running for this connection; start one with POST /auth/connections/{id}/login');
-  }
-  if (flow.step !== 'AWAITING_INPUT' || flow.has_pending_input) return false;
-  const submission = canonicalSubmission(flow.view, body);
-  const sealed = deps.sealer.seal(JSON.stringify(submission), `${SUBMISSION_SEAL_CONTEXT}:${flow.id}`);
-  const stored = await storePendingInput(deps.db, flow.id, sealed, deps.clock.now());
-  if (stored) await deps.events.publish(connectionChannel(row.id), { id: row.id, input: flow.id });
-  return stored;
 }
 
 export const countProjectAuthConnections: ProjectResourceCounter = async (db, projectId) => ({

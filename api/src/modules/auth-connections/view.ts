@@ -1,21 +1,10 @@
-import type { z } from 'zod';
 import type { CdpTokens } from '../browsers/cdp-token.js';
 import { liveViewPath } from '../browsers/live-view.js';
 import { judgeReauth } from './reauth.js';
-import type { choiceSchema, discoveredFieldSchema, fieldSchema, mfaOptionSchema, signInOptionSchema, ssoButtonSchema } from './schema.js';
 import { TERMINAL_FLOW_STATUSES } from './schema.js';
-import type { ConnectionRow, FlowRow, TimelineRow } from './store.js';
+import type { ConnectionRow, FlowRow, TimelineRow } from './rows.js';
 
-/** What a flow shows its user at the current step (CONTRACT §5 nested types). */
-export interface FlowView {
-  fields?: Array<z.output<typeof fieldSchema>>;
-  discovered_fields?: Array<z.output<typeof discoveredFieldSchema>>;
-  mfa_options?: Array<z.output<typeof mfaOptionSchema>>;
-  sign_in_options?: Array<z.output<typeof signInOptionSchema>>;
-  pending_sso_buttons?: Array<z.output<typeof ssoButtonSchema>>;
-  choices?: Array<z.output<typeof choiceSchema>>;
-  external_action_message?: string;
-}
+export type { FlowView } from './rows.js';
 
 export interface ViewContext {
   /** http(s)://host of the service as clients reach it. */

@@ -1,5 +1,5 @@
 import type { Locator, Page } from 'playwright-core';
-import { readLoginPageInPage } from './page-script.js';
+import { readLoginPageScript } from './page-script.js';
 import { trackTraffic, waitForSettled, type SettleResult } from './page-settle.js';
 import type { LoginPageReading } from './page-types.js';
 import { PAGE_VOCABULARY } from './page-vocabulary.js';
@@ -38,9 +38,10 @@ const READ_ATTEMPTS = 3;
  */
 export async function readLoginPage(page: Page): Promise<LoginPageReading> {
   trackTraffic(page);
+  const script = readLoginPageScript(PAGE_VOCABULARY);
   for (let attempt = 1; ; attempt++) {
     try {
-      return await page.evaluate(readLoginPageInPage, PAGE_VOCABULARY);
+      return await page.evaluate<LoginPageReading>(script);
     } catch (error) {
       if (attempt >= READ_ATTEMPTS || !(error instanceof Error) || !/Execution context was destroyed|Cannot find context/i.test(error.message)) throw error;
       await page.waitForLoadState('domcontentloaded').catch(() => undefined);

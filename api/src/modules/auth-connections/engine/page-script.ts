@@ -8,17 +8,26 @@ import type {
   PageSignInOption,
   PageSsoButton,
 } from './page-types.js';
+import { pageSelectors, pageVisibility } from './page-locate.js';
+import { pageText } from './page-text.js';
 import type { PageVocabulary } from './page-vocabulary.js';
 
+/** The in-page parts the reader is given, each sent to the page as its own function. */
+export interface PageParts {
+  pageText: typeof pageText;
+  pageVisibility: typeof pageVisibility;
+  pageSelectors: typeof pageSelectors;
+}
+
 /**
- * Reads a login page the way a person would, inside the page. Playwright sends this
- * function to the page as source text, so it must be self-contained: every helper is
- * nested here and nothing from the module scope may be referenced at run time (types
- * are fine, they vanish). That is why this one function is longer than our usual limit;
- * it is split into sections (text, visibility, selectors, then one section per part of
- * the reading). The wording it matches comes in as `vocabulary` (page-vocabulary.ts).
+ * Reads a login page the way a person would, inside the page. It runs there as source
+ * text (readLoginPageScript), so it must be self-contained: nothing from the module scope
+ * may be referenced at run time (types are fine, they vanish); its helpers come in as
+ * `parts` (page-text.ts, page-locate.ts), sent along the same way. It is split into
+ * sections, one per part of the reading. The wording it matches comes in as
+ * `vocabulary` (page-vocabulary.ts).
  */
-export function readLoginPageInPage(vocabulary: PageVocabulary): LoginPageReading {
+export function readLoginPageInPage(vocabulary: PageVocabulary, parts: PageParts): LoginPageReading {
   const { document: doc, location, CSS: css } = globalThis as unknown as PageGlobals;
   const view = globalThis as unknown as PageGlobals;
   const re = (source: string) => new RegExp(source, 'i');
@@ -49,165 +58,9 @@ export function readLoginPageInPage(vocabulary: PageVocabulary): LoginPageReadin
   };
   const providers = vocabulary.providers.map((p) => ({ key: p.key, name: re(p.name), href: re(p.href) }));
 
-  // ---- text -------------------------------------------------------------------------
-  const collapse = (text: string | null | undefined) => (text ?? '').replace(/\s+/g, ' ').trim();
-  /** Drops arrows, icons and required-markers around a label ("Sign in →", "Password *"). */
-  const trimEdges = (text: string | null | undefined) =>
-    collapse(text).replace(/^[^\p{L}\p{N}(+]+|[^\p{L}\p{N})?.]+$/gu, '');
-  const slug = (text: string) =>
-    text
-      .toLowerCase()
-      .normalize('NFKD')
-      .replace(/[^a-z0-9]+/g, '-')
-      .replace(/^-+|-+$/g, '') || 'option';
-  const lines = (text: string) => text.split('\n').map(collapse).filter(Boolean);
-  const textOfIds = (ids: string | null) =>
-    collapse(
-      (ids ?? '')
-        .split(/\s+/)
-        .map((id) => (id ? doc.getElementById(id)?.textContent : ''))
-        .join(' '),
-    );
-  const NOT_PROSE = 'a, button, [role="button"], [role="link"], script, style, noscript, template, select, textarea';
-  const proseCache = new Map<PageElement, string>();
-  /** Visible text under `root`, leaving out links and buttons: those are alternatives, not what the page says. */
-  function proseOf(root: PageElement): string {
-    const cached = proseCache.get(root);
-    if (cached !== undefined) return cached;
-    const parts: string[] = [];
-    let length = 0;
-    const walk = (node: PageElement) => {
-      for (const child of node.childNodes) {
-        if (length > 6000) return;
-        if (child.nodeType === 3) {
-          const text = collapse(child.textContent);
-          parts.push(text);
-          length += text.length;
-        } else if (child.nodeType === 1) {
-          const element = child as PageElement;
-          if (element.matches(NOT_PROSE) || element.getAttribute('aria-hidden') === 'true') continue;
-          if (!element.checkVisibility({ visibilityProperty: true, opacityProperty: true })) continue;
-          walk(element);
-        }
-      }
-    };
-    walk(root);
-    const prose = collapse(parts.join(' '));
-    proseCache.set(root, prose);
-    return prose;
-  }
-  /** What a control says: its accessible name as a person would read it. */
-  function controlText(element: PageElement): string {
-    const name = collapse(element.getAttribute('aria-label')) || textOfIds(element.getAttribute('aria-labelledby'));
-    if (name) return name;
-    if (element.tagName === 'INPUT') {
-      if (element.type === 'radio' || element.type === 'checkbox') return radioLines(element).join(' ');
-      return collapse(element.value || element.getAttribute('alt'));
-    }
-    const text = collapse(element.innerText);
-    if (text) return text;
-    const image = element.querySelector('img[alt], [aria-label], [title]');
-    return collapse(element.getAttribute('title') || image?.getAttribute('alt') || image?.getAttribute('aria-label') || image?.getAttribute('title'));
-  }
-  function radioLines(radio: PageElement): string[] {
-    for (const label of radio.labels ?? []) {
-      const found = lines(label.innerText);
-      if (found.length > 0) return found;
-    }
-    return lines(collapse(radio.getAttribute('aria-label')));
-  }
-
-  // ---- visibility -------------------------------------------------------------------
-  /** Shown to a person: rendered, not transparent, not a 1px trick, not parked off-screen (honeypots). */
-  const shownCache = new Map<PageElement, boolean>();
-  function isShown(element: PageElement): boolean {
-    const cached = shownCache.get(element);
-    if (cached !== undefined) return cached;
-    const shown = measureShown(element);
-    shownCache.set(element, shown);
-    return shown;
-  }
-  function measureShown(element: PageElement): boolean {
-    if (element.closest('[aria-hidden="true"], [inert]')) return false;
-    if (!element.checkVisibility({ opacityProperty: true, visibilityProperty: true, contentVisibilityAuto: true })) return false;
-    const rect = element.getBoundingClientRect();
-    if (rect.width < 2 || rect.height < 2) return false;
-    const left = rect.left + view.scrollX;
-    const top = rect.top + view.scrollY;
-    return left + rect.width > 0 && top + rect.height > 0 && left < doc.documentElement.scrollWidth;
-  }
-  const isEnabled = (element: PageElement) =>
-    !element.disabled && element.getAttribute('aria-disabled') !== 'true' && !element.closest('fieldset[disabled]');
-  const usable = (element: PageElement) => isEnabled(element) && isShown(element);
-
-  // ---- selectors --------------------------------------------------------------------
-  function uniqueCss(selector: string, element: PageElement): boolean {
-    try {
-      const found = [...doc.querySelectorAll(selector)];
-      return found.length === 1 && found[0] === element;
-    } catch {
-      return false;
-    }
-  }
-  const cssString = (value: string) => `"${value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\a ')}"`;
-  /** Prefer #id, then tag[attribute=…], then a child-by-child path; each checked to match only `element`. */
-  function cssSelector(element: PageElement): string {
-    const tag = element.tagName.toLowerCase();
-    if (element.id && uniqueCss(`#${css.escape(element.id)}`, element)) return `#${css.escape(element.id)}`;
-    for (const attribute of ['name', 'data-testid', 'aria-label', ...(tag === 'a' ? ['href'] : [])]) {
-      const value = element.getAttribute(attribute);
-      const selector = value ? `${tag}[${attribute}=${cssString(value)}]` : '';
-      if (selector && uniqueCss(selector, element)) return selector;
-    }
-    const name = element.getAttribute('name');
-    const value = element.getAttribute('value');
-    if (name && value && (tag === 'input' || tag === 'button')) {
-      // Radios and choice buttons share a name and differ by value.
-      const selector = `${tag}[name=${cssString(name)}][value=${cssString(value)}]`;
-      if (uniqueCss(selector, element)) return selector;
-    }
-    const steps: string[] = [];
-    for (let node: PageElement | null = element; node; node = node.parentElement) {
-      if (node !== element && node.id && uniqueCss(`#${css.escape(node.id)}`, node)) {
-        steps.unshift(`#${css.escape(node.id)}`);
-        break;
-      }
-      const nodeTag = node.tagName.toLowerCase();
-      const siblings = node.parentElement ? [...node.parentElement.children].filter((c) => c.tagName === node?.tagName) : [];
-      steps.unshift(siblings.length > 1 ? `${nodeTag}:nth-of-type(${siblings.indexOf(node) + 1})` : nodeTag);
-    }
-    return steps.join(' > ');
-  }
-  const xpathString = (value: string) =>
-    !value.includes('"') ? `"${value}"` : !value.includes("'") ? `'${value}'` : `concat("${value.split('"').join(`", '"', "`)}")`;
-  function uniqueXPath(expression: string, element: PageElement): boolean {
-    try {
-      const found = doc.evaluate(expression, doc, null, 7 /* ORDERED_NODE_SNAPSHOT_TYPE */, null);
-      return found.snapshotLength === 1 && found.snapshotItem(0) === element;
-    } catch {
-      return false;
-    }
-  }
-  /** XPath for SSO buttons (the contract's PendingSSOButton.selector is XPath): id, text, href, then an absolute path. */
-  function xpathSelector(element: PageElement): string {
-    const tag = element.tagName.toLowerCase();
-    const text = collapse(element.textContent);
-    const attempts = [
-      element.id ? `//*[@id=${xpathString(element.id)}]` : '',
-      text && tag !== 'input' ? `//${tag}[normalize-space(.)=${xpathString(text)}]` : '',
-      element.getAttribute('aria-label') ? `//${tag}[@aria-label=${xpathString(element.getAttribute('aria-label') ?? '')}]` : '',
-      tag === 'input' && element.value ? `//input[@value=${xpathString(element.value)}]` : '',
-      element.getAttribute('href') ? `//a[@href=${xpathString(element.getAttribute('href') ?? '')}]` : '',
-    ];
-    const found = attempts.find((attempt) => attempt && uniqueXPath(attempt, element));
-    if (found) return found;
-    const steps: string[] = [];
-    for (let node: PageElement | null = element; node; node = node.parentElement) {
-      const siblings = node.parentElement ? [...node.parentElement.children].filter((c) => c.tagName === node?.tagName) : [node];
-      steps.unshift(`${node.tagName.toLowerCase()}[${siblings.indexOf(node) + 1}]`);
-    }
-    return `/${steps.join('/')}`;
-  }
+  const { collapse, trimEdges, slug, lines, textOfIds, proseOf, controlText, radioLines } = parts.pageText(doc);
+  const { isShown, usable } = parts.pageVisibility(doc, view);
+  const { cssSelector, xpathSelector } = parts.pageSelectors(doc, css, collapse);
 
   // ---- page-level signals -----------------------------------------------------------
   const CLICKABLE = 'button, a[href], [role="button"], [role="link"], input[type="submit"], input[type="button"], input[type="image"]';
@@ -462,3 +315,16 @@ export function readLoginPageInPage(vocabulary: PageVocabulary): LoginPageReadin
     isLoginStep,
   };
 }
+
+/**
+ * The script page.evaluate runs: the reader called with the vocabulary and its parts, all
+ * as source text (a function's own text is what Playwright would send for it too).
+ */
+const READER_SOURCE = `(vocabulary) => (${readLoginPageInPage.toString()})(vocabulary, {
+  pageText: ${pageText.toString()},
+  pageVisibility: ${pageVisibility.toString()},
+  pageSelectors: ${pageSelectors.toString()},
+})`;
+
+/** An expression that reads the page with this vocabulary (plain data, so JSON carries it). */
+export const readLoginPageScript = (vocabulary: PageVocabulary): string => `(${READER_SOURCE})(${JSON.stringify(vocabulary)})`;

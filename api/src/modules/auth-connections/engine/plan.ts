@@ -1,6 +1,5 @@
 import { IDENTIFIER_KEYS, identifierValue } from '../reauth.js';
-import type { LoginRequirements } from '../store.js';
-import type { FlowView } from '../view.js';
+import type { FlowView, LoginRequirements } from '../rows.js';
 import type { LoginPageReading } from './page-types.js';
 
 /**

@@ -9,8 +9,11 @@ import { errorResponses } from '../../../http/standard-responses.js';
 import { DEFAULT_HEARTBEAT_MS } from '../../invocations/routes.js';
 import { followFlow } from '../events.js';
 import { submitBody, submitResponseSchema } from '../schema.js';
-import { sha256, submitToFlow, viewContext } from '../service.js';
-import { findConnectionById, findFlow, findFlowByPageToken, useHandoff, type FlowRow } from '../store.js';
+import { sha256, viewContext } from '../service.js';
+import { submitToFlow } from '../submission.js';
+import { findFlow, findFlowByPageToken, useHandoff } from '../flow-store.js';
+import type { FlowRow } from '../rows.js';
+import { findConnectionById } from '../store.js';
 import { presentStateEvent } from '../view.js';
 import { HOSTED_ASSETS, HOSTED_PAGE_HEADERS, hostedPageHtml } from './page.js';
 
