@@ -1,5 +1,5 @@
 import type { AppDeps } from './app-deps.js';
-import { authFlows, type AuthFlows } from './modules/auth-connections/engine/flows.js';
+import { AuthFlows } from './modules/auth-connections/engine/flows.js';
 import { PoolManager, POOL_RECONCILE_INTERVAL_MS } from './modules/browser-pools/manager.js';
 import type { CdpConnections } from './modules/browsers/cdp-proxy.js';
 import { IdleReaper, REAP_INTERVAL_MS } from './modules/browsers/reaper.js';
@@ -26,7 +26,7 @@ export interface BackgroundOptions {
 }
 
 export function createAppServices(deps: AppDeps): AppServices {
-  return { pools: new PoolManager(deps), flows: authFlows(deps) };
+  return { pools: new PoolManager(deps), flows: new AuthFlows(deps) };
 }
 
 /** Running background work of one app, started together and stopped in the service's order. */

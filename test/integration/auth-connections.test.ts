@@ -704,7 +704,7 @@ describe('auth connections (no browser)', () => {
       // The same routes with a short heartbeat, on the same database and event hub.
       const e = express();
       e.use(express.json());
-      mountRoutes(e, authConnectionRoutes(app.deps, { heartbeatMs: 50 }), app.deps);
+      mountRoutes(e, authConnectionRoutes(app.deps, app.services, { heartbeatMs: 50 }), app.deps);
       e.use(errorMiddleware(app.deps.log));
       const server = await new Promise<Server>((resolve) => {
         const s = e.listen(0, '127.0.0.1', () => resolve(s));

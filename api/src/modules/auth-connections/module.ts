@@ -5,6 +5,6 @@ import { countProjectAuthConnections } from './service.js';
 
 export const authConnectionsModule: ApiModule = {
   name: 'auth-connections',
-  routes: (deps) => [...authConnectionRoutes(deps), ...hostedPageRoutes(deps)],
+  routes: (deps, services) => [...authConnectionRoutes(deps, services), ...hostedPageRoutes(deps)],
   projectResources: [countProjectAuthConnections],
 };

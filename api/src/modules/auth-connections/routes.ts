@@ -1,12 +1,12 @@
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
+import type { AppServices } from '../../app-services.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
 import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { actorOf, projectScopeOf } from '../../scope.js';
 import { DEFAULT_HEARTBEAT_MS } from '../invocations/routes.js';
-import { authFlows } from './engine/flows.js';
 import { followFlow } from './events.js';
 import {
   connectionParams,
@@ -54,7 +54,7 @@ const stateEventSchema = z
   .passthrough()
   .meta({ id: 'ManagedAuthEvent' });
 
-export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = {}): RouteDef[] {
+export function authConnectionRoutes(deps: AppDeps, services: AppServices, options: AuthRouteOptions = {}): RouteDef[] {
   const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
   return [
     defineRoute({
@@ -148,7 +148,7 @@ export function authConnectionRoutes(deps: AppDeps, options: AuthRouteOptions = 
       handler: async ({ params, body, auth, req }) => {
         const scope = projectScopeOf(auth);
         const proxyId = body.proxy ? await resolveProxyRef(deps.db, scope, body.proxy) : undefined;
-        const started = await authFlows(deps).begin(scope, params.id, 'LOGIN', { proxyId, telemetry: body.browser_telemetry });
+        const started = await services.flows.begin(scope, params.id, 'LOGIN', { proxyId, telemetry: body.browser_telemetry });
         const ctx = viewContext(deps, req);
         return json(presentLogin(ctx, started.row, started.handoffCode, await liveViewUrl(ctx, started.sessionId)));
       },

@@ -69,14 +69,3 @@ export class AuthFlows {
     });
   }
 }
-
-/** One flow manager per app (the routes, the job queue and shutdown share it). */
-const managers = new WeakMap<AppDeps, AuthFlows>();
-export function authFlows(deps: AppDeps): AuthFlows {
-  let manager = managers.get(deps);
-  if (!manager) {
-    manager = new AuthFlows(deps);
-    managers.set(deps, manager);
-  }
-  return manager;
-}
