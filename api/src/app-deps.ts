@@ -37,6 +37,8 @@ export interface AppSettings {
   authMinHealthCheckIntervalSeconds?: number | undefined;
   /** How long a login flow may take before it EXPIRES (default 15 min; a re-auth 5 min). */
   authFlowTtlSeconds?: number | undefined;
+  /** Interval of `sse_heartbeat` frames on event streams (default 15 s). */
+  sseHeartbeatMs?: number | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

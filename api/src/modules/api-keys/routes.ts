@@ -2,6 +2,7 @@ import type { AppDeps } from '../../app-deps.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
+import { actorOf, orgScopeOf } from '../../scope.js';
 import {
   apiKeyIdParams,
   apiKeySchema,
@@ -29,7 +30,7 @@ export function apiKeyRoutes({ db, clock }: AppDeps): RouteDef[] {
       body: createApiKeyBody,
       responses: { 200: { description: 'The new key, with its plaintext', schema: createdApiKeySchema }, ...errorResponses(400, 404) },
       handler: async ({ body, auth }) => {
-        const { row, plaintext } = await createApiKey(db, clock, auth, body);
+        const { row, plaintext } = await createApiKey(db, clock, orgScopeOf(auth), actorOf(auth), body);
         return json(presentCreatedApiKey(row, plaintext));
       },
     }),
@@ -74,7 +75,7 @@ export function apiKeyRoutes({ db, clock }: AppDeps): RouteDef[] {
       query: retrieveApiKeyQuery,
       responses: { 200: { description: 'The key', schema: apiKeySchema }, ...errorResponses(400, 404) },
       handler: async ({ params, query, auth }) =>
-        json(presentApiKey(await getApiKey(db, auth, params.id, query.include_deleted ?? false))),
+        json(presentApiKey(await getApiKey(db, orgScopeOf(auth), params.id, query.include_deleted ?? false))),
     }),
     defineRoute({
       method: 'patch',
@@ -86,7 +87,7 @@ export function apiKeyRoutes({ db, clock }: AppDeps): RouteDef[] {
       params: apiKeyIdParams,
       body: updateApiKeyBody,
       responses: { 200: { description: 'The key', schema: apiKeySchema }, ...errorResponses(400, 404) },
-      handler: async ({ params, body, auth }) => json(presentApiKey(await renameKey(db, auth, params.id, body.name))),
+      handler: async ({ params, body, auth }) => json(presentApiKey(await renameKey(db, orgScopeOf(auth), params.id, body.name))),
     }),
     defineRoute({
       method: 'delete',
@@ -98,7 +99,7 @@ export function apiKeyRoutes({ db, clock }: AppDeps): RouteDef[] {
       params: apiKeyIdParams,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(404, 409) },
       handler: async ({ params, auth }) => {
-        await deleteKey(db, clock, auth, params.id);
+        await deleteKey(db, clock, orgScopeOf(auth), actorOf(auth), params.id);
         return noContent();
       },
     }),
@@ -113,7 +114,7 @@ export function apiKeyRoutes({ db, clock }: AppDeps): RouteDef[] {
       body: rotateApiKeyBody,
       responses: { 200: { description: 'The new key, with its plaintext', schema: createdApiKeySchema }, ...errorResponses(400, 404) },
       handler: async ({ params, body, auth }) => {
-        const { row, plaintext } = await rotateKey(db, clock, auth, params.id, body);
+        const { row, plaintext } = await rotateKey(db, clock, orgScopeOf(auth), actorOf(auth), params.id, body);
         return json(presentCreatedApiKey(row, plaintext));
       },
     }),

@@ -1,8 +1,8 @@
 import type { ProjectResourceCounter } from '../../app-deps.js';
 import type { Clock } from '../../clock.js';
 import { inTransaction, type Db, type Queryable } from '../../db/pool.js';
-import type { AuthContext } from '../../http/auth-context.js';
 import { conflict, notFound } from '../../http/errors.js';
+import type { Actor, OrgScope } from '../../scope.js';
 import { shareLockLiveProject } from '../projects/store.js';
 import { generateApiKey, hashApiKey, maskApiKey } from './key-material.js';
 import {
@@ -51,6 +51,9 @@ interface IssueInput {
   plaintext?: string;
 }
 
+/** Who a key records as its creator: a key, or nobody (shown as "system") when the system acts. */
+const creatorOf = (actor: Actor): IssueInput['createdBy'] => (actor.kind === 'api_key' ? { keyId: actor.id, name: actor.name } : null);
+
 /** Stores a new key and returns its row with the plaintext, which exists only here. */
 export async function issueApiKey(db: Queryable, input: IssueInput): Promise<{ row: ApiKeyRow; plaintext: string }> {
   const plaintext = input.plaintext ?? generateApiKey();
@@ -71,42 +74,43 @@ export async function issueApiKey(db: Queryable, input: IssueInput): Promise<{ r
 export async function createApiKey(
   db: Db,
   clock: Clock,
-  auth: AuthContext,
+  scope: OrgScope,
+  actor: Actor,
   input: { name: string; days_to_expire?: number | null | undefined; project_id?: string | null | undefined },
 ) {
   return inTransaction(db, async (tx) => {
     let projectId: string | null = null;
     if (input.project_id) {
-      const project = await shareLockLiveProject(tx, auth.orgId, input.project_id);
+      const project = await shareLockLiveProject(tx, scope.orgId, input.project_id);
       if (!project) throw notFound('Project', input.project_id);
       projectId = project.id;
     }
     return issueApiKey(tx, {
-      orgId: auth.orgId,
+      orgId: scope.orgId,
       projectId,
       name: input.name,
       lifetimeDays: input.days_to_expire ?? null,
-      createdBy: { keyId: auth.apiKey.id, name: auth.apiKey.name },
+      createdBy: creatorOf(actor),
       now: clock.now(),
     });
   });
 }
 
-export async function getApiKey(db: Queryable, auth: AuthContext, id: string, includeDeleted = false): Promise<ApiKeyRow> {
-  const row = await findApiKey(db, auth.orgId, id, { includeDeleted });
+export async function getApiKey(db: Queryable, scope: OrgScope, id: string, includeDeleted = false): Promise<ApiKeyRow> {
+  const row = await findApiKey(db, scope.orgId, id, { includeDeleted });
   if (!row) throw notFound('API key', id);
   return row;
 }
 
-export async function renameKey(db: Db, auth: AuthContext, id: string, name: string): Promise<ApiKeyRow> {
-  const row = await getApiKey(db, auth, id);
+export async function renameKey(db: Db, scope: OrgScope, id: string, name: string): Promise<ApiKeyRow> {
+  const row = await getApiKey(db, scope, id);
   await renameApiKey(db, row.id, name);
-  return getApiKey(db, auth, id);
+  return getApiKey(db, scope, id);
 }
 
-export async function deleteKey(db: Db, clock: Clock, auth: AuthContext, id: string): Promise<void> {
-  const row = await getApiKey(db, auth, id);
-  if (row.id === auth.apiKey.id) {
+export async function deleteKey(db: Db, clock: Clock, scope: OrgScope, actor: Actor, id: string): Promise<void> {
+  const row = await getApiKey(db, scope, id);
+  if (actor.kind === 'api_key' && row.id === actor.id) {
     throw conflict('cannot_delete_own_key', 'An API key cannot delete itself; use another key');
   }
   await softDeleteApiKey(db, row.id, clock.now());
@@ -119,18 +123,19 @@ export async function deleteKey(db: Db, clock: Clock, auth: AuthContext, id: str
 export async function rotateKey(
   db: Db,
   clock: Clock,
-  auth: AuthContext,
+  scope: OrgScope,
+  actor: Actor,
   id: string,
   input: { days_to_expire?: number | null | undefined; expire_in_days?: number | null | undefined },
 ) {
   return inTransaction(db, async (tx) => {
-    const old = await findApiKey(tx, auth.orgId, id, { includeDeleted: false });
+    const old = await findApiKey(tx, scope.orgId, id, { includeDeleted: false });
     if (!old) throw notFound('API key', id);
     if (old.project_id) {
       // An expired key may outlive its project (only live keys keep a project from being
       // deleted); its successor must not land in a deleted project. The share lock also
       // keeps a concurrent project delete from missing the new key.
-      const project = await shareLockLiveProject(tx, auth.orgId, old.project_id);
+      const project = await shareLockLiveProject(tx, scope.orgId, old.project_id);
       if (project?.id !== old.project_id) {
         throw conflict(
           'project_deleted',
@@ -143,11 +148,11 @@ export async function rotateKey(
     const graceDays = input.expire_in_days ?? DEFAULT_ROTATION_GRACE_DAYS;
     await expireApiKeyBy(tx, old.id, new Date(now.getTime() + graceDays * DAY_MS));
     return issueApiKey(tx, {
-      orgId: auth.orgId,
+      orgId: scope.orgId,
       projectId: old.project_id,
       name: old.name,
       lifetimeDays,
-      createdBy: { keyId: auth.apiKey.id, name: auth.apiKey.name },
+      createdBy: creatorOf(actor),
       now,
     });
   });

@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
 import { agentEndpoint, agentFetch, type AgentEndpoint } from '../../../../contract/agent-client.js';
-import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { AppError } from '../../http/errors.js';
 import { defineRoute, json, noContent, type ResponseSpec, type RouteDef, type RouteResult } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
+import { projectScopeOf } from '../../scope.js';
 import {
   batchBody,
   clickMouseBody,
@@ -84,7 +84,7 @@ export function computerRoutes(deps: AppDeps): RouteDef[] {
       body: operation.body,
       responses: responsesOf(operation),
       handler: async ({ params, body, auth, res }): Promise<RouteResult> => {
-        const session = await getSession(deps.db, scopeOf(auth), params.id_or_name);
+        const session = await getSession(deps.db, projectScopeOf(auth), params.id_or_name);
         if (!session.agent_url) throw new AppError(409, 'browser_not_ready', 'The browser is still starting', { shouldRetry: false });
         const answer = await callAgent(agentEndpoint(deps.agentTokens, session.id, session.agent_url), operation.suffix, body);
         if (operation.answer === 'void') return noContent();
@@ -96,8 +96,6 @@ export function computerRoutes(deps: AppDeps): RouteDef[] {
     }),
   );
 }
-
-const scopeOf = (auth: AuthContext) => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
 
 /** The agent's errors keep their status and code; an unreachable agent is a 502. */
 async function callAgent(agent: AgentEndpoint, suffix: string, body: unknown): Promise<Buffer> {

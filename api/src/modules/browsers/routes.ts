@@ -1,10 +1,10 @@
 import type { Request } from 'express';
 import type { AppDeps } from '../../app-deps.js';
 import type { AppServices } from '../../app-services.js';
-import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
+import { projectScopeOf } from '../../scope.js';
 import type { BrowserRuntime } from '../../../../contract/browser-runtime.js';
 import { createCdpTokens } from './cdp-token.js';
 import { computerRoutes } from './computer-routes.js';
@@ -21,7 +21,7 @@ import {
   updateBrowserBody,
 } from './schema.js';
 import { createSession, DELETE_REASONS, endSession, getSession } from './service.js';
-import { listSessions, type Scope, type SessionRow } from './store.js';
+import { listSessions, type SessionRow } from './store.js';
 import { updateSessionSettings } from './update.js';
 
 const tags = ['Browsers'];
@@ -30,8 +30,6 @@ export interface BrowserRouteOptions {
   /** The runtime that launches browsers; default: `deps.runtime`, read at each request. */
   runtime?: BrowserRuntime;
 }
-
-const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
 
 export function browserRoutes(appDeps: AppDeps, services: AppServices, options: BrowserRouteOptions = {}): RouteDef[] {
   const deps: AppDeps = options.runtime ? { ...appDeps, runtime: options.runtime } : appDeps;
@@ -57,7 +55,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
         200: { description: 'The running session', schema: browserSessionSchema },
         ...errorResponses(400, 404, 409, 429),
       },
-      handler: async ({ body, auth, req }) => json(await present(req)(await createSession(deps, scopeOf(auth), body))),
+      handler: async ({ body, auth, req }) => json(await present(req)(await createSession(deps, projectScopeOf(auth), body))),
     }),
     defineRoute({
       method: 'get',
@@ -72,7 +70,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
         ...errorResponses(400),
       },
       handler: async ({ query, auth, req }) => {
-        const rows = await listSessions(db, scopeOf(auth), {
+        const rows = await listSessions(db, projectScopeOf(auth), {
           status: query.status ?? (query.include_deleted === true ? 'all' : 'active'),
           query: query.query,
           tags: query.tags,
@@ -98,7 +96,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
       query: getBrowserQuery,
       responses: { 200: { description: 'The session', schema: browserSessionSchema }, ...errorResponses(400, 404) },
       handler: async ({ params, query, auth, req }) =>
-        json(await present(req)(await getSession(db, scopeOf(auth), params.id_or_name, query.include_deleted === true))),
+        json(await present(req)(await getSession(db, projectScopeOf(auth), params.id_or_name, query.include_deleted === true))),
     }),
     defineRoute({
       method: 'patch',
@@ -113,7 +111,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
       body: updateBrowserBody,
       responses: { 200: { description: 'The session', schema: browserSessionSchema }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, body, auth, req }) =>
-        json(await present(req)(await updateSessionSettings(deps, scopeOf(auth), params.id_or_name, body))),
+        json(await present(req)(await updateSessionSettings(deps, projectScopeOf(auth), params.id_or_name, body))),
     }),
     defineRoute({
       method: 'delete',
@@ -125,7 +123,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
       params: browserIdParams,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 404) },
       handler: async ({ params, auth }) => {
-        await endSession(deps, await getSession(db, scopeOf(auth), params.id_or_name), DELETE_REASONS.api);
+        await endSession(deps, await getSession(db, projectScopeOf(auth), params.id_or_name), DELETE_REASONS.api);
         return noContent();
       },
     }),

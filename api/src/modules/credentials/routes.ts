@@ -1,8 +1,8 @@
 import type { AppDeps } from '../../app-deps.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
-import { requireProject } from '../../http/auth-context.js';
 import { errorResponses } from '../../http/standard-responses.js';
+import { projectScopeOf } from '../../scope.js';
 import {
   createCredentialBody,
   credentialParams,
@@ -35,7 +35,7 @@ export function credentialRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       body: createCredentialBody,
       responses: { 200: { description: 'The credential', schema: credentialSchema }, ...errorResponses(400, 409) },
-      handler: async ({ body, auth }) => json(presentCredential(await createCredential(deps, auth, body))),
+      handler: async ({ body, auth }) => json(presentCredential(await createCredential(deps, projectScopeOf(auth), body))),
     }),
     defineRoute({
       method: 'get',
@@ -51,7 +51,7 @@ export function credentialRoutes(deps: AppDeps): RouteDef[] {
       },
       handler: async ({ query, auth }) =>
         page(
-          await listCredentials(deps.db, { orgId: auth.orgId, projectId: requireProject(auth).id }, query),
+          await listCredentials(deps.db, projectScopeOf(auth), query),
           query,
           presentListedCredential,
         ),
@@ -65,7 +65,7 @@ export function credentialRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       params: credentialParams,
       responses: { 200: { description: 'The credential', schema: credentialSchema }, ...errorResponses(404) },
-      handler: async ({ params, auth }) => json(presentCredential({ row: await getCredential(deps, auth, params.id_or_name) })),
+      handler: async ({ params, auth }) => json(presentCredential({ row: await getCredential(deps, projectScopeOf(auth), params.id_or_name) })),
     }),
     defineRoute({
       method: 'patch',
@@ -78,7 +78,7 @@ export function credentialRoutes(deps: AppDeps): RouteDef[] {
       body: updateCredentialBody,
       responses: { 200: { description: 'The credential', schema: credentialSchema }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, body, auth }) =>
-        json(presentCredential(await changeCredential(deps, auth, params.id_or_name, body))),
+        json(presentCredential(await changeCredential(deps, projectScopeOf(auth), params.id_or_name, body))),
     }),
     defineRoute({
       method: 'delete',
@@ -90,7 +90,7 @@ export function credentialRoutes(deps: AppDeps): RouteDef[] {
       params: credentialParams,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(404) },
       handler: async ({ params, auth }) => {
-        await removeCredential(deps, auth, params.id_or_name);
+        await removeCredential(deps, projectScopeOf(auth), params.id_or_name);
         return noContent();
       },
     }),
@@ -107,7 +107,7 @@ export function credentialRoutes(deps: AppDeps): RouteDef[] {
         ...errorResponses(404, 409),
       },
       handler: async ({ params, auth }) => {
-        const { code, expiresAt } = await currentTotpCode(deps, auth, params.id_or_name);
+        const { code, expiresAt } = await currentTotpCode(deps, projectScopeOf(auth), params.id_or_name);
         return json({ code, expires_at: expiresAt.toISOString() });
       },
     }),

@@ -1,6 +1,5 @@
 import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
 import { inTransaction, onUniqueViolation } from '../../db/pool.js';
-import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
 import { shareLockLiveProject } from '../projects/store.js';
@@ -52,8 +51,6 @@ export function presentCredential({ row, totp }: CredentialView, options: { with
 
 export const presentListedCredential = (row: CredentialRow) => presentCredential({ row }, { withValueKeys: false });
 
-const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
-
 const nameTaken = (name: string) =>
   conflict('credential_name_taken', `A credential named ${JSON.stringify(name)} already exists in this project`);
 
@@ -72,8 +69,7 @@ export interface CreateInput {
   totp_secret?: string | undefined;
 }
 
-export async function createCredential(deps: Deps, auth: AuthContext, input: CreateInput): Promise<CredentialView> {
-  const scope = scopeOf(auth);
+export async function createCredential(deps: Deps, scope: Scope, input: CreateInput): Promise<CredentialView> {
   const id = newId('cred');
   const now = deps.clock.now();
   const secret = input.totp_secret ? input.totp_secret : undefined;
@@ -96,8 +92,8 @@ export async function createCredential(deps: Deps, auth: AuthContext, input: Cre
   return { row, totp: secret === undefined ? undefined : totpCodeAt(secret, now) };
 }
 
-export async function getCredential(deps: Pick<Deps, 'db'>, auth: AuthContext, idOrName: string): Promise<CredentialRow> {
-  const row = await findCredential(deps.db, scopeOf(auth), idOrName);
+export async function getCredential(deps: Pick<Deps, 'db'>, scope: Scope, idOrName: string): Promise<CredentialRow> {
+  const row = await findCredential(deps.db, scope, idOrName);
   if (!row) throw notFound('Credential', idOrName);
   return row;
 }
@@ -117,11 +113,10 @@ export interface UpdateInput {
  */
 export async function changeCredential(
   deps: Deps,
-  auth: AuthContext,
+  scope: Scope,
   idOrName: string,
   input: UpdateInput,
 ): Promise<CredentialView> {
-  const scope = scopeOf(auth);
   const now = deps.clock.now();
   return inTransaction(deps.db, async (tx) => {
     const current = await findCredentialWithSecrets(tx, scope, idOrName, { forUpdate: true });
@@ -160,13 +155,13 @@ export function mergeValues(stored: Values, input: Pick<UpdateInput, 'values' | 
   return merged;
 }
 
-export async function removeCredential(deps: Pick<Deps, 'db'>, auth: AuthContext, idOrName: string): Promise<void> {
-  if (!(await deleteCredential(deps.db, scopeOf(auth), idOrName))) throw notFound('Credential', idOrName);
+export async function removeCredential(deps: Pick<Deps, 'db'>, scope: Scope, idOrName: string): Promise<void> {
+  if (!(await deleteCredential(deps.db, scope, idOrName))) throw notFound('Credential', idOrName);
 }
 
 /** The code current at the service's clock. */
-export async function currentTotpCode(deps: Deps, auth: AuthContext, idOrName: string): Promise<TotpCode> {
-  const found = await findCredentialWithSecrets(deps.db, scopeOf(auth), idOrName, { forUpdate: false });
+export async function currentTotpCode(deps: Deps, scope: Scope, idOrName: string): Promise<TotpCode> {
+  const found = await findCredentialWithSecrets(deps.db, scope, idOrName, { forUpdate: false });
   if (!found) throw notFound('Credential', idOrName);
   if (found.totp_secret_sealed === null) {
     throw conflict(

@@ -1,6 +1,6 @@
 import type { AppDeps } from '../../app-deps.js';
-import { requireProject } from '../../http/auth-context.js';
 import type { RouteDef } from '../../http/route.js';
+import { projectScopeOf } from '../../scope.js';
 import { invocationBrowsers } from '../browsers/invocation-browsers.js';
 import type { ApiModule } from '../api-module.js';
 import type { InvocationBrowsers } from './browsers.js';
@@ -31,7 +31,7 @@ function deleteBrowsersOnFinish(deps: AppDeps, route: RouteDef, browsers: Invoca
       if (status === 'succeeded' || status === 'failed') {
         const id = (ctx.params as { id: string }).id;
         await browsers
-          .deleteAll({ orgId: ctx.auth.orgId, projectId: requireProject(ctx.auth).id }, id)
+          .deleteAll(projectScopeOf(ctx.auth), id)
           .catch((error: unknown) => deps.log.error({ err: error, invocationId: id }, 'deleting the browsers of a finished invocation failed'));
       }
       return result;

@@ -1,9 +1,9 @@
 import type { AppDeps } from '../../app-deps.js';
-import type { AuthContext } from '../../http/auth-context.js';
-import { requireProject } from '../../http/auth-context.js';
+import { createRowFollower, DEFAULT_SSE_HEARTBEAT_MS } from '../../events/follow-row.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
+import { projectScopeOf } from '../../scope.js';
 import { noInvocationBrowsers, type InvocationBrowsers } from './browsers.js';
 import { followInvocation } from './events.js';
 import {
@@ -19,24 +19,25 @@ import {
 } from './schema.js';
 import { createInvocation, getInvocation, presentInvocation, presentInvocationCreated, updateInvocation } from './service.js';
 import { resolveSince } from './since.js';
-import { listInvocations, type Scope } from './store.js';
+import { listInvocations } from './store.js';
 
 const tags = ['Invocations'];
 
-export const DEFAULT_HEARTBEAT_MS = 15_000;
+/** Kept for the routes that still pass it explicitly; AppSettings.sseHeartbeatMs is the setting. */
+export const DEFAULT_HEARTBEAT_MS = DEFAULT_SSE_HEARTBEAT_MS;
 
 export interface InvocationRouteOptions {
-  /** Interval of `sse_heartbeat` frames on event streams (default 15 s). */
+  /** Overrides AppSettings.sseHeartbeatMs for these routes' event streams. */
   heartbeatMs?: number;
   /** The browsers invocations own (default: none, until browser sessions exist). */
   browsers?: InvocationBrowsers;
 }
 
-const scopeOf = (auth: AuthContext): Scope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
-
 export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions = {}): RouteDef[] {
   const { db } = deps;
-  const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+  const { heartbeatMs } = options;
+  // One per mount: the event streams of these routes share their re-reads.
+  const follower = createRowFollower(deps);
   const browsers = options.browsers ?? noInvocationBrowsers;
   return [
     defineRoute({
@@ -56,7 +57,7 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
         ...errorResponses(400, 404, 429),
       },
       handler: async ({ body, auth }) => {
-        const row = await createInvocation(deps, scopeOf(auth), body);
+        const row = await createInvocation(deps, projectScopeOf(auth), body);
         return json(presentInvocationCreated(row), body.async === true ? 202 : 200);
       },
     }),
@@ -73,7 +74,7 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
         ...errorResponses(400),
       },
       handler: async ({ query, auth }) => {
-        const rows = await listInvocations(db, scopeOf(auth), {
+        const rows = await listInvocations(db, projectScopeOf(auth), {
           appName: query.app_name,
           actionName: query.action_name,
           version: query.version,
@@ -96,7 +97,7 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
       auth: 'project',
       params: invocationIdParams,
       responses: { 200: { description: 'The invocation', schema: invocationSchema }, ...errorResponses(400, 404) },
-      handler: async ({ params, auth }) => json(presentInvocation(await getInvocation(db, scopeOf(auth), params.id))),
+      handler: async ({ params, auth }) => json(presentInvocation(await getInvocation(db, projectScopeOf(auth), params.id))),
     }),
     defineRoute({
       method: 'patch',
@@ -112,7 +113,7 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
         ...errorResponses(400, 404, 409),
       },
       handler: async ({ params, body, auth }) =>
-        json(presentInvocation(await updateInvocation(deps, scopeOf(auth), params.id, body))),
+        json(presentInvocation(await updateInvocation(deps, projectScopeOf(auth), params.id, body))),
     }),
     defineRoute({
       method: 'get',
@@ -124,7 +125,7 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
       params: invocationIdParams,
       responses: { 200: { description: 'The sessions', schema: invocationBrowsersSchema }, ...errorResponses(400, 404) },
       handler: async ({ params, auth }) => {
-        const scope = scopeOf(auth);
+        const scope = projectScopeOf(auth);
         const invocation = await getInvocation(db, scope, params.id);
         return json({ browsers: await browsers.listActive(db, scope, invocation.id) });
       },
@@ -139,7 +140,7 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
       params: invocationIdParams,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 404) },
       handler: async ({ params, auth }) => {
-        const scope = scopeOf(auth);
+        const scope = projectScopeOf(auth);
         const invocation = await getInvocation(db, scope, params.id);
         await browsers.deleteAll(scope, invocation.id);
         return noContent();
@@ -162,7 +163,7 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
         ...errorResponses(400, 404),
       },
       handler: async ({ params, auth, req, res }) => {
-        await followInvocation(deps, scopeOf(auth), params.id, { req, res }, { heartbeatMs });
+        await followInvocation(deps, follower, projectScopeOf(auth), params.id, { req, res }, { heartbeatMs });
         return { kind: 'handled' };
       },
     }),

@@ -1,4 +1,5 @@
 import type { Queryable } from '../../db/pool.js';
+import type { ProjectScope } from '../../scope.js';
 import { escapeLike } from '../projects/store.js';
 import type { InvocationStatus } from './schema.js';
 
@@ -25,10 +26,7 @@ const COLUMNS = `id, org_id, project_id, app_name, action_name, version, deploym
   is_async, async_timeout_seconds, payload, output, started_at, finished_at, updated_at`;
 
 /** Where an invocation lives: every query is bound to one org and one project. */
-export interface Scope {
-  orgId: string;
-  projectId: string;
-}
+export type Scope = ProjectScope;
 
 export interface NewInvocation {
   id: string;

@@ -4,10 +4,12 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
+import { requireProject } from '../../http/auth-context.js';
 import { AppError } from '../../http/errors.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef, type RouteResult } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
+import { projectScopeOf } from '../../scope.js';
 import {
   createProfileBody,
   downloadProfileQuery,
@@ -24,7 +26,6 @@ import {
   getProfile,
   presentProfile,
   profileTar,
-  scopeOf,
 } from './service.js';
 import { listProfiles } from './store.js';
 import { compressZstd, ZstdUnavailableError } from './zstd.js';
@@ -51,7 +52,8 @@ export function profileRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       body: createProfileBody,
       responses: { 200: { description: 'The profile', schema: profileSchema }, ...errorResponses(400, 404, 409) },
-      handler: async ({ body, auth }) => json(presentProfile(await createProfile(deps, auth, body.name ?? null))),
+      handler: async ({ body, auth }) =>
+        json(presentProfile(await createProfile(deps, projectScopeOf(auth), body.name ?? null, requireProject(auth).name))),
     }),
     defineRoute({
       method: 'get',
@@ -65,7 +67,7 @@ export function profileRoutes(deps: AppDeps): RouteDef[] {
         200: { description: 'A page of profiles', schema: profileSchema.array(), headers: paginationResponseHeaders },
         ...errorResponses(400),
       },
-      handler: async ({ query, auth }) => page(await listProfiles(db, scopeOf(auth), query), query, presentProfile),
+      handler: async ({ query, auth }) => page(await listProfiles(db, projectScopeOf(auth), query), query, presentProfile),
     }),
     defineRoute({
       method: 'get',
@@ -76,7 +78,7 @@ export function profileRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       params: profileIdParams,
       responses: { 200: { description: 'The profile', schema: profileSchema }, ...errorResponses(400, 404) },
-      handler: async ({ params, auth }) => json(presentProfile(await getProfile(deps, auth, params.id_or_name))),
+      handler: async ({ params, auth }) => json(presentProfile(await getProfile(deps, projectScopeOf(auth), params.id_or_name))),
     }),
     defineRoute({
       method: 'patch',
@@ -89,7 +91,7 @@ export function profileRoutes(deps: AppDeps): RouteDef[] {
       body: updateProfileBody,
       responses: { 200: { description: 'The profile', schema: profileSchema }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, body, auth }) =>
-        json(presentProfile(await changeProfileName(deps, auth, params.id_or_name, body.name))),
+        json(presentProfile(await changeProfileName(deps, projectScopeOf(auth), params.id_or_name, body.name))),
     }),
     defineRoute({
       method: 'delete',
@@ -101,7 +103,7 @@ export function profileRoutes(deps: AppDeps): RouteDef[] {
       params: profileIdParams,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 404) },
       handler: async ({ params, auth }) => {
-        await deleteProfile(deps, auth, params.id_or_name);
+        await deleteProfile(deps, projectScopeOf(auth), params.id_or_name);
         return noContent();
       },
     }),
@@ -126,7 +128,7 @@ export function profileRoutes(deps: AppDeps): RouteDef[] {
         ...errorResponses(400, 404, 500),
       },
       handler: async ({ params, query, auth, res, log }) => {
-        const row = await getProfile(deps, auth, params.id_or_name);
+        const row = await getProfile(deps, projectScopeOf(auth), params.id_or_name);
         const tar = await profileTar(deps, row);
         const body = query.format === 'tar.zst' ? await zstdOrFail(tar) : tar;
         res.status(200);

@@ -1,7 +1,6 @@
 import { Readable } from 'node:stream';
 import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
 import { inTransaction, onUniqueViolation } from '../../db/pool.js';
-import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { conflict, notFound } from '../../http/errors.js';
 import type { ProfileRef } from '../../ports/profile-store.js';
 import { shareLockLiveProject } from '../projects/store.js';
@@ -28,8 +27,6 @@ export function presentProfile(row: ProfileRow) {
   };
 }
 
-export const scopeOf = (auth: AuthContext): ProjectScope => ({ orgId: auth.orgId, projectId: requireProject(auth).id });
-
 export const refOf = (row: ProfileRow): ProfileRef => ({ orgId: row.org_id, projectId: row.project_id, profileId: row.id });
 
 function uniqueName<T>(name: string | null, write: () => Promise<T>): Promise<T> {
@@ -43,27 +40,32 @@ function uniqueName<T>(name: string | null, write: () => Promise<T>): Promise<T>
 /**
  * Creates a profile with no stored data. The share lock on the project makes a concurrent
  * project delete (which counts profiles under FOR UPDATE) wait and see the new profile.
+ * `projectName` names the project in that 404 (its id when not given).
  */
-export async function createProfile(deps: Deps, auth: AuthContext, name: string | null): Promise<ProfileRow> {
-  const scope = scopeOf(auth);
+export async function createProfile(
+  deps: Deps,
+  scope: ProjectScope,
+  name: string | null,
+  projectName = scope.projectId,
+): Promise<ProfileRow> {
   return uniqueName(name, () =>
     inTransaction(deps.db, async (tx) => {
       const project = await shareLockLiveProject(tx, scope.orgId, scope.projectId);
-      if (project?.id !== scope.projectId) throw notFound('Project', requireProject(auth).name);
+      if (project?.id !== scope.projectId) throw notFound('Project', projectName);
       return insertProfile(tx, scope, { name, now: deps.clock.now() });
     }),
   );
 }
 
-export async function getProfile(deps: Pick<Deps, 'db'>, auth: AuthContext, idOrName: string): Promise<ProfileRow> {
-  const row = await findProfile(deps.db, scopeOf(auth), idOrName);
+export async function getProfile(deps: Pick<Deps, 'db'>, scope: ProjectScope, idOrName: string): Promise<ProfileRow> {
+  const row = await findProfile(deps.db, scope, idOrName);
   if (!row) throw notFound('Profile', idOrName);
   return row;
 }
 
-export async function changeProfileName(deps: Deps, auth: AuthContext, idOrName: string, name: string): Promise<ProfileRow> {
-  const row = await getProfile(deps, auth, idOrName);
-  const updated = await uniqueName(name, () => renameProfile(deps.db, scopeOf(auth), row.id, { name, now: deps.clock.now() }));
+export async function changeProfileName(deps: Deps, scope: ProjectScope, idOrName: string, name: string): Promise<ProfileRow> {
+  const row = await getProfile(deps, scope, idOrName);
+  const updated = await uniqueName(name, () => renameProfile(deps.db, scope, row.id, { name, now: deps.clock.now() }));
   if (!updated) throw notFound('Profile', idOrName);
   return updated;
 }
@@ -72,9 +74,9 @@ export async function changeProfileName(deps: Deps, auth: AuthContext, idOrName:
  * Soft-deletes the row, then removes the stored files. In that order, a failure in between
  * leaves unreachable files (logged) rather than a live profile whose data is gone.
  */
-export async function deleteProfile(deps: Deps, auth: AuthContext, idOrName: string): Promise<void> {
-  const row = await getProfile(deps, auth, idOrName);
-  if (!(await softDeleteProfile(deps.db, scopeOf(auth), row.id, deps.clock.now()))) throw notFound('Profile', idOrName);
+export async function deleteProfile(deps: Deps, scope: ProjectScope, idOrName: string): Promise<void> {
+  const row = await getProfile(deps, scope, idOrName);
+  if (!(await softDeleteProfile(deps.db, scope, row.id, deps.clock.now()))) throw notFound('Profile', idOrName);
   try {
     await deps.profileStore.delete(refOf(row));
   } catch (error) {

@@ -2,6 +2,7 @@ import type { AppDeps } from '../../app-deps.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type Deprecation, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
+import { orgScopeOf } from '../../scope.js';
 import {
   createProjectBody,
   listProjectsQuery,
@@ -44,7 +45,7 @@ export function projectRoutes(deps: AppDeps): RouteDef[] {
       auth: 'org',
       body: createProjectBody,
       responses: { 200: { description: 'The project', schema: projectSchema }, ...errorResponses(400, 409) },
-      handler: async ({ body, auth }) => json(presentProject(await createProject(deps, auth, body.name))),
+      handler: async ({ body, auth }) => json(presentProject(await createProject(deps, orgScopeOf(auth), body.name))),
     }),
     defineRoute({
       method: 'get',
@@ -69,7 +70,7 @@ export function projectRoutes(deps: AppDeps): RouteDef[] {
       auth: 'org',
       params: projectIdParams,
       responses: { 200: { description: 'The project', schema: projectSchema }, ...errorResponses(404) },
-      handler: async ({ params, auth }) => json(presentProject(await getProject(deps, auth, params.id))),
+      handler: async ({ params, auth }) => json(presentProject(await getProject(deps, orgScopeOf(auth), params.id))),
     }),
     defineRoute({
       method: 'patch',
@@ -81,7 +82,7 @@ export function projectRoutes(deps: AppDeps): RouteDef[] {
       params: projectIdParams,
       body: updateProjectBody,
       responses: { 200: { description: 'The project', schema: projectSchema }, ...errorResponses(400, 404, 409) },
-      handler: async ({ params, body, auth }) => json(presentProject(await changeProject(deps, auth, params.id, body))),
+      handler: async ({ params, body, auth }) => json(presentProject(await changeProject(deps, orgScopeOf(auth), params.id, body))),
     }),
     defineRoute({
       method: 'delete',
@@ -93,7 +94,7 @@ export function projectRoutes(deps: AppDeps): RouteDef[] {
       params: projectIdParams,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(404, 409) },
       handler: async ({ params, auth }) => {
-        await deleteProject(deps, auth, params.id);
+        await deleteProject(deps, orgScopeOf(auth), params.id);
         return noContent();
       },
     }),
@@ -106,7 +107,7 @@ export function projectRoutes(deps: AppDeps): RouteDef[] {
       auth: 'org',
       params: projectIdParams,
       responses: { 200: { description: 'The limits', schema: projectLimitsSchema }, ...errorResponses(404) },
-      handler: async ({ params, auth }) => json(await readLimits(deps, auth, params.id)),
+      handler: async ({ params, auth }) => json(await readLimits(deps, orgScopeOf(auth), params.id)),
     }),
     defineRoute({
       method: 'patch',
@@ -118,7 +119,7 @@ export function projectRoutes(deps: AppDeps): RouteDef[] {
       params: projectIdParams,
       body: updateLimitsBody,
       responses: { 200: { description: 'The limits', schema: projectLimitsSchema }, ...errorResponses(400, 404) },
-      handler: async ({ params, body, auth }) => json(await changeLimits(deps, auth, params.id, body)),
+      handler: async ({ params, body, auth }) => json(await changeLimits(deps, orgScopeOf(auth), params.id, body)),
     }),
     defineRoute({
       method: 'get',
@@ -128,7 +129,7 @@ export function projectRoutes(deps: AppDeps): RouteDef[] {
       tags: ['Organisation'],
       auth: 'org',
       responses: { 200: { description: 'The limits', schema: orgLimitsSchema } },
-      handler: async ({ auth }) => json(await readOrgLimits(deps, auth)),
+      handler: async ({ auth }) => json(await readOrgLimits(deps, orgScopeOf(auth))),
     }),
     defineRoute({
       method: 'patch',
@@ -140,7 +141,7 @@ export function projectRoutes(deps: AppDeps): RouteDef[] {
       body: updateOrgLimitsBody,
       responses: { 200: { description: 'The limits', schema: orgLimitsSchema }, ...errorResponses(400) },
       handler: async ({ body, auth }) =>
-        json(await changeOrgLimits(deps, auth, body.default_project_max_concurrent_sessions)),
+        json(await changeOrgLimits(deps, orgScopeOf(auth), body.default_project_max_concurrent_sessions)),
     }),
   ];
   return [...current, ...legacyTwins(current)];

@@ -1,7 +1,7 @@
 import type { AppDeps } from '../../app-deps.js';
 import { inTransaction, onUniqueViolation } from '../../db/pool.js';
-import type { AuthContext } from '../../http/auth-context.js';
 import { badRequest, conflict, notFound } from '../../http/errors.js';
+import type { OrgScope } from '../../scope.js';
 import { getOrg, setDefaultProjectSessionCap } from '../orgs/store.js';
 import {
   findProject,
@@ -35,23 +35,23 @@ function uniqueName<T>(name: string | undefined, write: () => Promise<T>): Promi
   return name === undefined ? write() : onUniqueViolation(write, () => nameTaken(name));
 }
 
-export async function createProject({ db, clock }: Deps, auth: AuthContext, name: string): Promise<ProjectRow> {
-  return uniqueName(name, () => insertProject(db, { orgId: auth.orgId, name, isDefault: false, now: clock.now() }));
+export async function createProject({ db, clock }: Deps, scope: OrgScope, name: string): Promise<ProjectRow> {
+  return uniqueName(name, () => insertProject(db, { orgId: scope.orgId, name, isDefault: false, now: clock.now() }));
 }
 
-export async function getProject({ db }: Pick<Deps, 'db'>, auth: AuthContext, idOrName: string): Promise<ProjectRow> {
-  const row = await findProject(db, auth.orgId, idOrName);
+export async function getProject({ db }: Pick<Deps, 'db'>, scope: OrgScope, idOrName: string): Promise<ProjectRow> {
+  const row = await findProject(db, scope.orgId, idOrName);
   if (!row) throw notFound('Project', idOrName);
   return row;
 }
 
 export async function changeProject(
   deps: Deps,
-  auth: AuthContext,
+  scope: OrgScope,
   idOrName: string,
   change: { name?: string | undefined; status?: 'active' | 'archived' | undefined },
 ): Promise<ProjectRow> {
-  const row = await getProject(deps, auth, idOrName);
+  const row = await getProject(deps, scope, idOrName);
   const updated = await uniqueName(change.name, () => updateProject(deps.db, row.id, { ...change, now: deps.clock.now() }));
   if (!updated) throw notFound('Project', idOrName);
   return updated;
@@ -61,9 +61,9 @@ export async function changeProject(
  * Soft-deletes an empty project. The row lock makes the emptiness check and the delete
  * one step against resources being added at the same time.
  */
-export async function deleteProject(deps: Deps, auth: AuthContext, idOrName: string): Promise<void> {
+export async function deleteProject(deps: Deps, scope: OrgScope, idOrName: string): Promise<void> {
   await inTransaction(deps.db, async (tx) => {
-    const row = await findProject(tx, auth.orgId, idOrName);
+    const row = await findProject(tx, scope.orgId, idOrName);
     if (!row || !(await lockLiveProject(tx, row.id))) throw notFound('Project', idOrName);
     if (row.is_default) {
       throw conflict('default_project', 'The default project cannot be deleted; org-wide keys fall back to it');
@@ -85,19 +85,19 @@ export async function deleteProject(deps: Deps, auth: AuthContext, idOrName: str
   });
 }
 
-export async function readLimits(deps: Deps, auth: AuthContext, idOrName: string): Promise<LimitsRow> {
-  const row = await getProject(deps, auth, idOrName);
+export async function readLimits(deps: Deps, scope: OrgScope, idOrName: string): Promise<LimitsRow> {
+  const row = await getProject(deps, scope, idOrName);
   return getLimits(deps.db, row.id);
 }
 
 /** 0 and null both remove a cap; absent fields stay. */
 export async function changeLimits(
   deps: Deps,
-  auth: AuthContext,
+  scope: OrgScope,
   idOrName: string,
   body: Partial<Record<LimitName, number | null | undefined>>,
 ): Promise<LimitsRow> {
-  const row = await getProject(deps, auth, idOrName);
+  const row = await getProject(deps, scope, idOrName);
   const change: Partial<LimitsRow> = {};
   for (const [name, value] of Object.entries(body) as [LimitName, number | null | undefined][]) {
     if (value !== undefined) change[name] = value === 0 ? null : value;
@@ -115,18 +115,18 @@ function exceedsOrgLimit(field: string, value: number, limit: number) {
   ]);
 }
 
-export async function readOrgLimits(deps: Deps, auth: AuthContext) {
-  const org = await getOrg(deps.db, auth.orgId);
+export async function readOrgLimits(deps: Deps, scope: OrgScope) {
+  const org = await getOrg(deps.db, scope.orgId);
   return presentOrgLimits(deps, org.default_project_max_concurrent_sessions);
 }
 
-export async function changeOrgLimits(deps: Deps, auth: AuthContext, value: number | null | undefined) {
-  if (value === undefined) return readOrgLimits(deps, auth);
+export async function changeOrgLimits(deps: Deps, scope: OrgScope, value: number | null | undefined) {
+  if (value === undefined) return readOrgLimits(deps, scope);
   const cap = value === 0 ? null : value;
   if (cap && cap > deps.settings.orgMaxConcurrentSessions) {
     throw exceedsOrgLimit('body.default_project_max_concurrent_sessions', cap, deps.settings.orgMaxConcurrentSessions);
   }
-  const org = await setDefaultProjectSessionCap(deps.db, auth.orgId, cap, deps.clock.now());
+  const org = await setDefaultProjectSessionCap(deps.db, scope.orgId, cap, deps.clock.now());
   return presentOrgLimits(deps, org.default_project_max_concurrent_sessions);
 }
 

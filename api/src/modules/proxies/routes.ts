@@ -2,6 +2,7 @@ import type { AppDeps } from '../../app-deps.js';
 import { page, paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
+import { projectScopeOf } from '../../scope.js';
 import { checkProxyBody, createProxyBody, listProxiesQuery, proxyIdParams, proxySchema, updateProxyBody } from './schema.js';
 import {
   checkProxy,
@@ -29,7 +30,7 @@ export function proxyRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       body: createProxyBody,
       responses: { 200: { description: 'The proxy', schema: proxySchema }, ...errorResponses(400, 404) },
-      handler: async ({ body, auth }) => json(presentProxy(await createProxy(deps, auth, body))),
+      handler: async ({ body, auth }) => json(presentProxy(await createProxy(deps, projectScopeOf(auth), body))),
     }),
     defineRoute({
       method: 'get',
@@ -43,7 +44,7 @@ export function proxyRoutes(deps: AppDeps): RouteDef[] {
         200: { description: 'A page of proxies', schema: proxySchema.array(), headers: paginationResponseHeaders },
         ...errorResponses(400),
       },
-      handler: async ({ query, auth }) => page(await listProjectProxies(deps, auth, query), query, (row) => presentProxy(row)),
+      handler: async ({ query, auth }) => page(await listProjectProxies(deps, projectScopeOf(auth), query), query, (row) => presentProxy(row)),
     }),
     defineRoute({
       method: 'get',
@@ -54,7 +55,7 @@ export function proxyRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       params: proxyIdParams,
       responses: { 200: { description: 'The proxy', schema: proxySchema }, ...errorResponses(404) },
-      handler: async ({ params, auth }) => json(presentProxy(await getProxy(deps, auth, params.id))),
+      handler: async ({ params, auth }) => json(presentProxy(await getProxy(deps, projectScopeOf(auth), params.id))),
     }),
     defineRoute({
       method: 'patch',
@@ -66,7 +67,7 @@ export function proxyRoutes(deps: AppDeps): RouteDef[] {
       params: proxyIdParams,
       body: updateProxyBody,
       responses: { 200: { description: 'The proxy', schema: proxySchema }, ...errorResponses(400, 404) },
-      handler: async ({ params, body, auth }) => json(presentProxy(await renameProjectProxy(deps, auth, params.id, body.name))),
+      handler: async ({ params, body, auth }) => json(presentProxy(await renameProjectProxy(deps, projectScopeOf(auth), params.id, body.name))),
     }),
     defineRoute({
       method: 'delete',
@@ -78,7 +79,7 @@ export function proxyRoutes(deps: AppDeps): RouteDef[] {
       params: proxyIdParams,
       responses: { 204: { description: 'Deleted' }, ...errorResponses(404) },
       handler: async ({ params, auth }) => {
-        await deleteProjectProxy(deps, auth, params.id);
+        await deleteProjectProxy(deps, projectScopeOf(auth), params.id);
         return noContent();
       },
     }),
@@ -92,7 +93,7 @@ export function proxyRoutes(deps: AppDeps): RouteDef[] {
       params: proxyIdParams,
       body: checkProxyBody,
       responses: { 200: { description: 'The proxy with the check result', schema: proxySchema }, ...errorResponses(400, 404) },
-      handler: async ({ params, body, auth }) => json(await checkProxy(deps, auth, params.id, body.url)),
+      handler: async ({ params, body, auth }) => json(await checkProxy(deps, projectScopeOf(auth), params.id, body.url)),
     }),
   ];
 }

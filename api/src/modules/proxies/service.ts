@@ -1,9 +1,9 @@
 import { isIP } from 'node:net';
 import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
 import { inTransaction } from '../../db/pool.js';
-import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { badRequest, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
+import type { ProjectScope } from '../../scope.js';
 import { shareLockLiveProject } from '../projects/store.js';
 import { egressIp, pinProxyEndpoint, pinPublicTarget, probeThroughProxy, type ProbeTarget, type ProxyEndpoint } from './probe.js';
 import type { CreateProxyInput } from './schema.js';
@@ -60,11 +60,10 @@ export function presentProxy(row: ProxyRow, override?: Health) {
   };
 }
 
-export async function createProxy(deps: Deps, auth: AuthContext, input: CreateProxyInput): Promise<ProxyRow> {
-  const project = requireProject(auth);
+export async function createProxy(deps: Deps, scope: ProjectScope, input: CreateProxyInput): Promise<ProxyRow> {
   const id = newId('proxy');
   const now = deps.clock.now();
-  const common = { id, orgId: auth.orgId, projectId: project.id, bypassHosts: input.bypass_hosts ?? [], now };
+  const common = { id, orgId: scope.orgId, projectId: scope.projectId, bypassHosts: input.bypass_hosts ?? [], now };
   let fields: Pick<Parameters<typeof insertProxy>[1], 'name' | 'protocol' | 'config' | 'host' | 'passwordSealed' | 'upstreamKey'>;
   if (input.type === 'custom') {
     const { host, port, username, password } = input.config;
@@ -92,7 +91,7 @@ export async function createProxy(deps: Deps, auth: AuthContext, input: CreatePr
   }
   // The share lock keeps a concurrent project delete from missing the new proxy.
   return inTransaction(deps.db, async (tx) => {
-    if (!(await shareLockLiveProject(tx, auth.orgId, project.id))) throw notFound('Project', project.id);
+    if (!(await shareLockLiveProject(tx, scope.orgId, scope.projectId))) throw notFound('Project', scope.projectId);
     return insertProxy(tx, { ...common, type: input.type, ...fields });
   });
 }
@@ -109,25 +108,25 @@ function noUpstream(type: ManagedProxyType, protocol: string | undefined, config
   );
 }
 
-export async function getProxy(deps: Pick<Deps, 'db'>, auth: AuthContext, id: string): Promise<ProxyRow> {
-  const row = await findProxy(deps.db, auth.orgId, requireProject(auth).id, id);
+export async function getProxy(deps: Pick<Deps, 'db'>, scope: ProjectScope, id: string): Promise<ProxyRow> {
+  const row = await findProxy(deps.db, scope.orgId, scope.projectId, id);
   if (!row) throw notFound('Proxy', id);
   return row;
 }
 
-export async function listProjectProxies(deps: Pick<Deps, 'db'>, auth: AuthContext, filter: ProxyFilter): Promise<ProxyRow[]> {
-  return listProxies(deps.db, auth.orgId, requireProject(auth).id, filter);
+export async function listProjectProxies(deps: Pick<Deps, 'db'>, scope: ProjectScope, filter: ProxyFilter): Promise<ProxyRow[]> {
+  return listProxies(deps.db, scope.orgId, scope.projectId, filter);
 }
 
-export async function renameProjectProxy(deps: Deps, auth: AuthContext, id: string, name: string): Promise<ProxyRow> {
-  const row = await getProxy(deps, auth, id);
+export async function renameProjectProxy(deps: Deps, scope: ProjectScope, id: string, name: string): Promise<ProxyRow> {
+  const row = await getProxy(deps, scope, id);
   const updated = await renameProxy(deps.db, row, name, deps.clock.now());
   if (!updated) throw notFound('Proxy', id);
   return updated;
 }
 
-export async function deleteProjectProxy(deps: Deps, auth: AuthContext, id: string): Promise<void> {
-  const row = await getProxy(deps, auth, id);
+export async function deleteProjectProxy(deps: Deps, scope: ProjectScope, id: string): Promise<void> {
+  const row = await getProxy(deps, scope, id);
   if (!(await softDeleteProxy(deps.db, row, deps.clock.now()))) throw notFound('Proxy', id);
 }
 
@@ -160,8 +159,8 @@ export function proxyEndpoint(deps: Pick<Deps, 'sealer' | 'proxy'>, row: ProxyRo
  * proxy's health and is stored; with a caller's URL it only answers "is that site
  * reachable through this proxy" and the stored health stays as it was.
  */
-export async function checkProxy(deps: Deps, auth: AuthContext, id: string, url: string | undefined) {
-  const row = await getProxy(deps, auth, id);
+export async function checkProxy(deps: Deps, scope: ProjectScope, id: string, url: string | undefined) {
+  const row = await getProxy(deps, scope, id);
   const target: ProbeTarget = url
     ? await pinPublicTarget(url, { allowPrivate: deps.proxy.allowPrivateCheckUrls ?? false })
     : { url: deps.proxy.checkUrl };

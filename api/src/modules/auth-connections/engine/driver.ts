@@ -1,8 +1,6 @@
 import type { Browser, Page } from 'playwright-core';
 import type { AppDeps } from '../../../app-deps.js';
-import type { AuthContext } from '../../../http/auth-context.js';
 import { AppError } from '../../../http/errors.js';
-import type { Actor } from '../../../scope.js';
 import type { SessionRow } from '../../browsers/store.js';
 import { changeCredential, createCredential, openCredentialSecrets } from '../../credentials/service.js';
 import { totpCodeAt } from '../../credentials/totp.js';
@@ -30,16 +28,6 @@ class FlowStopped extends Error {
     super(outcome.status);
   }
 }
-
-/** Who the engine is when it acts on a connection's behalf (re-auths, saved credentials). */
-export const LOGIN_FLOW_ACTOR: Actor = { kind: 'system', name: 'login-flow' };
-
-/** The auth context a flow acts with when it writes credentials on the connection's behalf. */
-const systemAuth = (row: Pick<ConnectionRow, 'org_id' | 'project_id'>): AuthContext => ({
-  orgId: row.org_id,
-  apiKey: { id: 'system', name: 'managed-auth', projectId: row.project_id },
-  project: { id: row.project_id, name: row.project_id },
-});
 
 /** What the runner gives a driver: a wait a notification cuts short, and a stop request. */
 export interface DriverSignals {
@@ -248,17 +236,16 @@ export class FlowDriver {
    */
   async saveCredentials(row: ConnectionRow): Promise<void> {
     if (!row.save_credentials || Object.keys(this.typed).length === 0) return;
-    // AuthContext-shaped until the credentials module takes a scope and an actor (then: LOGIN_FLOW_ACTOR).
-    const auth = systemAuth(row);
+    const scope = scopeOfConnection(row);
     if (row.credential_id) {
-      await changeCredential(this.deps, auth, row.credential_id, { values: this.typed });
+      await changeCredential(this.deps, scope, row.credential_id, { values: this.typed });
       return;
     }
     const base = `${row.profile_name}-${row.domain}`.slice(0, 240);
     for (let n = 1; n <= 20; n++) {
       const name = n === 1 ? base : `${base}-${n}`;
       try {
-        const created = await createCredential(this.deps, auth, { name, domain: row.domain, values: this.typed });
+        const created = await createCredential(this.deps, scope, { name, domain: row.domain, values: this.typed });
         await updateConnection(this.deps.db, row.id, { credential: { name }, credential_id: created.row.id }, this.deps.clock.now());
         return;
       } catch (error) {

@@ -7,7 +7,6 @@ import { HEALTH_CHECK_TASK } from '../service.js';
 import { runHealthCheck } from './health-check.js';
 import { FlowRunner, HEARTBEAT_MS, type FlowOverrides } from './runner.js';
 
-export { LOGIN_FLOW_ACTOR } from './driver.js';
 export { FLOW_SESSION_END_REASON } from './flow-browser.js';
 export { HEARTBEAT_MS, STALE_AFTER_MS, type FlowOverrides } from './runner.js';
 
