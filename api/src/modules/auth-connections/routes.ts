@@ -6,7 +6,7 @@ import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js
 import { errorResponses } from '../../http/standard-responses.js';
 import { requireProject, type AuthContext } from '../../http/auth-context.js';
 import { actorOf, projectScopeOf } from '../../scope.js';
-import { DEFAULT_HEARTBEAT_MS } from '../invocations/routes.js';
+import { createRowFollower } from '../../events/follow-row.js';
 import { followFlow } from './events.js';
 import {
   connectionParams,
@@ -39,7 +39,7 @@ import { liveViewUrl, presentConnection, presentTimelineEvent } from './view.js'
 const tags = ['Managed auth'];
 
 export interface AuthRouteOptions {
-  /** Interval of `sse_heartbeat` frames on event streams (default 15 s). */
+  /** Interval of `sse_heartbeat` frames on event streams (default: AppSettings.sseHeartbeatMs, else 15 s). */
   heartbeatMs?: number;
 }
 
@@ -55,7 +55,8 @@ const stateEventSchema = z
   .meta({ id: 'ManagedAuthEvent' });
 
 export function authConnectionRoutes(deps: AppDeps, services: AppServices, options: AuthRouteOptions = {}): RouteDef[] {
-  const heartbeatMs = options.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
+  // One per mount: streams of the same connection share their re-reads.
+  const follower = createRowFollower(deps);
   return [
     defineRoute({
       method: 'post',
@@ -194,7 +195,11 @@ export function authConnectionRoutes(deps: AppDeps, services: AppServices, optio
           const row = await findConnection(deps.db, scope, params.id);
           return row ? row.flow : ('gone' as const);
         };
-        await followFlow(deps, params.id, source, viewContext(deps, req), { req, res }, { heartbeatMs });
+        await followFlow(deps, params.id, source, viewContext(deps, req), { req, res }, {
+          heartbeatMs: options.heartbeatMs,
+          follower,
+          sharedReadKey: `auth-connection:${scope.orgId}/${scope.projectId}/${params.id}`,
+        });
         return { kind: 'handled' };
       },
     }),

@@ -6,7 +6,7 @@ import { AppError } from '../../../http/errors.js';
 import { defineRoute, json, type RouteDef } from '../../../http/route.js';
 import { lookupText } from '../../../http/schemas.js';
 import { errorResponses } from '../../../http/standard-responses.js';
-import { DEFAULT_HEARTBEAT_MS } from '../../invocations/routes.js';
+import { createRowFollower } from '../../../events/follow-row.js';
 import { followFlow } from '../events.js';
 import { submitBody, submitResponseSchema } from '../schema.js';
 import { sha256, viewContext } from '../service.js';
@@ -66,6 +66,8 @@ async function pageState(deps: AppDeps, req: Request, flow: FlowRow) {
 }
 
 export function hostedPageRoutes(deps: AppDeps): RouteDef[] {
+  // One per mount: the page's streams of the same flow share their re-reads.
+  const follower = createRowFollower(deps);
   return [
     defineRoute({
       method: 'get',
@@ -165,7 +167,7 @@ export function hostedPageRoutes(deps: AppDeps): RouteDef[] {
       handler: async ({ params: p, req, res }) => {
         const flow = await pageFlow(deps, req, p.flow_id);
         const source = async () => (await findFlow(deps.db, flow.id)) ?? ('gone' as const);
-        await followFlow(deps, flow.connection_id, source, viewContext(deps, req), { req, res }, { heartbeatMs: DEFAULT_HEARTBEAT_MS });
+        await followFlow(deps, flow.connection_id, source, viewContext(deps, req), { req, res }, { follower, sharedReadKey: `auth-flow:${flow.id}` });
         return { kind: 'handled' };
       },
     }),
