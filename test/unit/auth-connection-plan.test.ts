@@ -7,7 +7,7 @@ import {
   READY_REASONS,
   REQUEUE_MS,
   requeueAfterMs,
-  statusOf,
+  connectionStatusOf,
   type Observation,
   type ObservedConnection,
   type ObservedResource,
@@ -150,7 +150,7 @@ describe('planAuthConnection', () => {
   });
 });
 
-describe('statusOf', () => {
+describe('connectionStatusOf', () => {
   const now = new Date('2026-05-01T10:00:00.000Z');
   const reported = (extra: Partial<ReportedConnection> = {}): ReportedConnection => ({
     id: 'mauth_1',
@@ -165,7 +165,7 @@ describe('statusOf', () => {
     flow: null,
     ...extra,
   });
-  const ready = (s: ReturnType<typeof statusOf>) => s.conditions.find((c) => c.type === 'Ready')!;
+  const ready = (s: ReturnType<typeof connectionStatusOf>) => s.conditions.find((c) => c.type === 'Ready')!;
 
   it.each<[string, Partial<ReportedConnection>, string, string]>([
     ['no login yet: NeedsAuth', {}, 'False', READY_REASONS.needsAuth],
@@ -173,13 +173,13 @@ describe('statusOf', () => {
     ['logged in: Authenticated', { status: 'AUTHENTICATED', flow: { status: 'SUCCESS', step: 'COMPLETED', type: 'LOGIN', error_message: null } }, 'True', READY_REASONS.authenticated],
     ['the last login failed: NeedsAuth with the error', { flow: { status: 'FAILED', step: 'SUBMITTING', type: 'LOGIN', error_message: 'Wrong password' } }, 'False', READY_REASONS.needsAuth],
   ])('%s', (_what, row, status, reason) => {
-    const s = statusOf({ generation: 4, connection: reported(row), problem: undefined }, undefined, now);
+    const s = connectionStatusOf({ generation: 4, connection: reported(row), problem: undefined }, undefined, now);
     expect(ready(s)).toMatchObject({ status, reason, observedGeneration: 4, lastTransitionTime: '2026-05-01T10:00:00Z' });
     expect(s).toMatchObject({ observedGeneration: 4, connectionId: 'mauth_1', project: 'proj_1', status: row.status ?? 'NEEDS_AUTH', canReauth: false, canReauthReason: 'no_credential' });
   });
 
   it('reports the flow (a finished one as COMPLETED) and the check time, never a hosted URL', () => {
-    const s = statusOf(
+    const s = connectionStatusOf(
       {
         generation: 1,
         connection: reported({ status: 'AUTHENTICATED', last_auth_check_at: new Date('2026-05-01T09:59:58.123Z'), flow: { status: 'SUCCESS', step: 'SUBMITTING', type: 'REAUTH', error_message: null } }),
@@ -193,17 +193,17 @@ describe('statusOf', () => {
   });
 
   it('a problem wins over the row, which is still reported; the transition time stays while status does not flip', () => {
-    const earlier = statusOf({ generation: 1, connection: reported(), problem: undefined }, undefined, new Date('2026-05-01T09:00:00Z'));
-    const s = statusOf({ generation: 2, connection: reported(), problem: { reason: READY_REASONS.invalidSpec, message: 'spec.domain: bad' } }, earlier, now);
+    const earlier = connectionStatusOf({ generation: 1, connection: reported(), problem: undefined }, undefined, new Date('2026-05-01T09:00:00Z'));
+    const s = connectionStatusOf({ generation: 2, connection: reported(), problem: { reason: READY_REASONS.invalidSpec, message: 'spec.domain: bad' } }, earlier, now);
     expect(ready(s)).toMatchObject({ status: 'False', reason: READY_REASONS.invalidSpec, message: 'spec.domain: bad', lastTransitionTime: '2026-05-01T09:00:00Z' });
     expect(s.connectionId).toBe('mauth_1');
-    const none = statusOf({ generation: 2, connection: undefined, problem: { reason: READY_REASONS.nameConflict, message: 'taken' } }, undefined, now);
+    const none = connectionStatusOf({ generation: 2, connection: undefined, problem: { reason: READY_REASONS.nameConflict, message: 'taken' } }, undefined, now);
     expect(none).toEqual({ observedGeneration: 2, conditions: [expect.objectContaining({ reason: READY_REASONS.nameConflict })] });
   });
 
   it('requeues soon while a flow runs, rarely otherwise, never when ignored or deleted', () => {
-    const running = statusOf({ generation: 1, connection: reported({ flow: { status: 'IN_PROGRESS', step: 'DISCOVERING', type: 'LOGIN', error_message: null } }), problem: undefined }, undefined, now);
-    const idle = statusOf({ generation: 1, connection: reported(), problem: undefined }, undefined, now);
+    const running = connectionStatusOf({ generation: 1, connection: reported({ flow: { status: 'IN_PROGRESS', step: 'DISCOVERING', type: 'LOGIN', error_message: null } }), problem: undefined }, undefined, now);
+    const idle = connectionStatusOf({ generation: 1, connection: reported(), problem: undefined }, undefined, now);
     const plan = (extra: Partial<Plan> = {}): Plan => ({ ignore: false, finalizer: 'keep', step: { kind: 'none' }, problem: undefined, ...extra });
     expect(requeueAfterMs(plan(), running)).toBe(REQUEUE_MS.flowRunning);
     expect(requeueAfterMs(plan(), idle)).toBe(REQUEUE_MS.steady);

@@ -9,7 +9,7 @@ import {
   READY_REASONS,
   REQUEUE_MS,
   requeueAfterMs,
-  statusOf,
+  poolStatusOf,
   type Observation,
   type ObservedPool,
   type ObservedResource,
@@ -161,33 +161,33 @@ describe('planBrowserPool', () => {
   });
 });
 
-describe('statusOf', () => {
+describe('poolStatusOf', () => {
   const now = new Date('2026-01-01T00:00:00Z');
   const later = new Date('2026-01-01T00:01:00Z');
-  const ready = (status: ReturnType<typeof statusOf>) => status.conditions.find((c) => c.type === CONDITION_TYPES.ready)!;
+  const ready = (status: ReturnType<typeof poolStatusOf>) => status.conditions.find((c) => c.type === CONDITION_TYPES.ready)!;
 
   it.each([
     ['full when every browser is warm or leased', pool({ availableCount: 1, acquiredCount: 1 }), 'True', READY_REASONS.full],
     ['filling below its size', pool({ availableCount: 1 }), 'False', READY_REASONS.filling],
     ['filling before the pool exists', undefined, 'False', READY_REASONS.filling],
   ])('%s', (_, p, status, reason) => {
-    const s = statusOf({ generation: 3, deleting: false, pool: p, problem: undefined }, undefined, now);
+    const s = poolStatusOf({ generation: 3, deleting: false, pool: p, problem: undefined }, undefined, now);
     expect(ready(s)).toMatchObject({ status, reason, observedGeneration: 3 });
     expect(s.observedGeneration).toBe(3);
   });
 
   it('reports the pool’s id, project and counts', () => {
-    const s = statusOf({ generation: 1, deleting: false, pool: pool({ availableCount: 1, acquiredCount: 1 }), problem: undefined }, undefined, now);
+    const s = poolStatusOf({ generation: 1, deleting: false, pool: pool({ availableCount: 1, acquiredCount: 1 }), problem: undefined }, undefined, now);
     expect(s).toMatchObject({ poolId: 'bpool_1', project: 'proj_1', size: 2, availableCount: 1, acquiredCount: 1 });
   });
 
   it('a problem wins over the counts', () => {
-    const s = statusOf({ generation: 4, deleting: false, pool: pool(), problem: { reason: READY_REASONS.invalidSpec, message: 'spec.size: too small' } }, undefined, now);
+    const s = poolStatusOf({ generation: 4, deleting: false, pool: pool(), problem: { reason: READY_REASONS.invalidSpec, message: 'spec.size: too small' } }, undefined, now);
     expect(ready(s)).toMatchObject({ status: 'False', reason: READY_REASONS.invalidSpec, message: 'spec.size: too small', observedGeneration: 4 });
   });
 
   it('while deleting: Draining says how many leases it waits for', () => {
-    const s = statusOf({ generation: 1, deleting: true, pool: pool({ availableCount: 0, acquiredCount: 2 }), problem: undefined }, undefined, now);
+    const s = poolStatusOf({ generation: 1, deleting: true, pool: pool({ availableCount: 0, acquiredCount: 2 }), problem: undefined }, undefined, now);
     expect(s.conditions.find((c) => c.type === CONDITION_TYPES.draining)).toMatchObject({
       status: 'True',
       reason: DRAINING_REASONS.leasesHeld,
@@ -198,21 +198,21 @@ describe('statusOf', () => {
 
   it('keeps lastTransitionTime unless the status flips, and reports no change for the same state', () => {
     const input = { generation: 1, deleting: false, pool: pool({ availableCount: 1 }), problem: undefined };
-    const first = statusOf(input, undefined, now);
-    const again = statusOf(input, first, later);
+    const first = poolStatusOf(input, undefined, now);
+    const again = poolStatusOf(input, first, later);
     // The status writer writes only what differs: the same state reads back equal.
     expect(sameJson(first, again)).toBe(true);
-    const moreWarm = statusOf({ ...input, pool: pool({ availableCount: 1, acquiredCount: 0, size: 3 }) }, first, later);
+    const moreWarm = poolStatusOf({ ...input, pool: pool({ availableCount: 1, acquiredCount: 0, size: 3 }) }, first, later);
     expect(ready(moreWarm).lastTransitionTime).toBe(now.toISOString());
     expect(sameJson(first, moreWarm)).toBe(false);
-    const full = statusOf({ ...input, pool: pool() }, first, later);
+    const full = poolStatusOf({ ...input, pool: pool() }, first, later);
     expect(ready(full).lastTransitionTime).toBe(later.toISOString());
   });
 
   it('requeues soon while filling or draining, rarely when full', () => {
     const plan = planBrowserPool(observe({ pool: pool() }));
-    const full = statusOf({ generation: 1, deleting: false, pool: pool(), problem: undefined }, undefined, now);
-    const filling = statusOf({ generation: 1, deleting: false, pool: pool({ availableCount: 0 }), problem: undefined }, undefined, now);
+    const full = poolStatusOf({ generation: 1, deleting: false, pool: pool(), problem: undefined }, undefined, now);
+    const filling = poolStatusOf({ generation: 1, deleting: false, pool: pool({ availableCount: 0 }), problem: undefined }, undefined, now);
     expect(requeueAfterMs(plan, full)).toBe(REQUEUE_MS.steady);
     expect(requeueAfterMs(plan, filling)).toBe(REQUEUE_MS.filling);
     const draining = planBrowserPool(observe({ resource: resource({ deleting: true }), pool: pool() }));

@@ -254,7 +254,7 @@ function readyOf({ connection, problem }: StatusInput): { status: Condition['sta
 }
 
 /** The status to report; `previous` supplies the transition time to keep. */
-export function statusOf(input: StatusInput, previous: { conditions?: Condition[] } | undefined, now: Date): AuthConnectionStatus {
+export function connectionStatusOf(input: StatusInput, previous: { conditions?: Condition[] } | undefined, now: Date): AuthConnectionStatus {
   const ready = nextCondition(previous?.conditions, { type: CONDITION_TYPES.ready, ...readyOf(input) }, input.generation, now);
   const { connection } = input;
   if (!connection) return { observedGeneration: input.generation, conditions: [ready] };

@@ -25,7 +25,7 @@ import {
   planAuthConnection,
   problemOfRefusal,
   requeueAfterMs,
-  statusOf,
+  connectionStatusOf,
   type ConnectionStep,
   type Observation,
   type ObservedResource,
@@ -148,7 +148,7 @@ export class AuthConnectionReconciler {
     const after = await findManagedConnection(this.options.deps.db, key);
     this.follower.follow(key, after?.id);
     const problem: Problem | undefined = plan.problem ?? refused;
-    const status = statusOf({ generation: observed.resource.generation, connection: after, problem }, object.status, this.options.deps.clock.now());
+    const status = connectionStatusOf({ generation: observed.resource.generation, connection: after, problem }, object.status, this.options.deps.clock.now());
     const { namespace, name } = splitKey(key);
     const written = await this.status.write({ kind: 'AuthConnection', plural: PLURAL, namespace: namespace!, name }, object.status, status as unknown as ResourceStatus);
     const ready = status.conditions.find((condition) => condition.type === CONDITION_TYPES.ready);

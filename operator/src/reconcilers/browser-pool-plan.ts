@@ -261,7 +261,7 @@ function drainingOf({ pool }: StatusInput): Omit<ConditionValue, 'type'> {
 }
 
 /** The status to report; `previous` supplies the transition times to keep. */
-export function statusOf(input: StatusInput, previous: Partial<BrowserPoolStatus> | undefined, now: Date): BrowserPoolStatus {
+export function poolStatusOf(input: StatusInput, previous: Partial<BrowserPoolStatus> | undefined, now: Date): BrowserPoolStatus {
   // Milliseconds, unlike the other kinds' conditions: as this status has always written them.
   const at = now.toISOString();
   const conditions = [nextCondition(previous?.conditions, { type: CONDITION_TYPES.ready, ...readyOf(input) }, input.generation, at)];

@@ -32,7 +32,7 @@ import {
   problemOfRefusal,
   REQUEUE_MS,
   requeueAfterMs,
-  statusOf,
+  poolStatusOf,
   type ObservedPool,
   type ObservedResource,
   type Observation,
@@ -135,7 +135,7 @@ export class BrowserPoolReconciler {
       return requeue === undefined ? {} : { requeueAfterMs: requeue };
     }
     const after = await findManagedPool(this.options.deps.db, key);
-    const status = statusOf(
+    const status = poolStatusOf(
       { generation: observed.resource.generation, deleting: observed.resource.deleting, pool: after && observedPoolOf(after), problem },
       object.status,
       this.options.deps.clock.now(),

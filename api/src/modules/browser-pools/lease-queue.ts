@@ -26,7 +26,7 @@ interface Waiter {
 /**
  * The acquirers of this replica: leases an idle browser at once when there is one and
  * nobody of the project waits, else queues the acquirer and serves each pool's queue first
- * come, first served (one drain per pool at a time) as browsers become idle.
+ * come, first served (one pass over a pool's waiters at a time) as browsers become idle.
  *
  * Postgres is the authority for who holds which browser: a lease is one UPDATE of the
  * browser's row (leaseIdleBrowser), so no browser is leased twice whichever replica or
@@ -37,8 +37,8 @@ export class LeaseQueue {
   private readonly waiters = new Map<string, Waiter[]>();
   /** Waiters per project: while any wait, the project's acquires queue instead of taking the fast path. */
   private readonly waitingIn = new Map<string, number>();
-  private readonly draining = new Set<string>();
-  private readonly redrain = new Set<string>();
+  private readonly serving = new Set<string>();
+  private readonly serveAgain = new Set<string>();
   private closed = false;
 
   constructor(private readonly deps: AppDeps) {}
@@ -154,25 +154,25 @@ export class LeaseQueue {
       const timer = setTimeout(() => waiter.finish(undefined), ms);
       signal.addEventListener('abort', onAbort, { once: true });
       queue.push(waiter);
-      this.drain(poolId);
+      this.serveWaiters(poolId);
     });
   }
 
   /**
-   * Hands idle browsers to the pool's waiters in arrival order. One drain per pool at a
-   * time; a wake-up during a drain makes it go round once more.
+   * Hands idle browsers to the pool's waiters in arrival order. One pass per pool at a
+   * time; a wake-up during a pass makes it go round once more.
    */
-  drain(poolId: string): void {
-    if (this.draining.has(poolId)) {
-      this.redrain.add(poolId);
+  serveWaiters(poolId: string): void {
+    if (this.serving.has(poolId)) {
+      this.serveAgain.add(poolId);
       return;
     }
     if (!this.waiters.get(poolId)?.length) return;
-    this.draining.add(poolId);
+    this.serving.add(poolId);
     void (async () => {
       try {
         do {
-          this.redrain.delete(poolId);
+          this.serveAgain.delete(poolId);
           for (;;) {
             const head = this.waiters.get(poolId)?.find((w) => !w.settled);
             if (!head) break;
@@ -188,11 +188,11 @@ export class LeaseQueue {
             if (head.settled) await this.unlease({ orgId: row.org_id, projectId: head.projectId }, row);
             else head.finish(row);
           }
-        } while (this.redrain.has(poolId));
+        } while (this.serveAgain.has(poolId));
       } catch (error) {
         this.deps.log.error({ err: error, poolId }, 'serving waiting acquirers failed; the next pass retries');
       } finally {
-        this.draining.delete(poolId);
+        this.serving.delete(poolId);
       }
     })();
   }
@@ -211,7 +211,7 @@ export class LeaseQueue {
 
   /** A browser of the pool became idle: this replica's waiters first, then every replica's (NOTIFY). */
   async announceIdle(poolId: string): Promise<void> {
-    this.drain(poolId);
+    this.serveWaiters(poolId);
     await this.deps.events.publish(IDLE_CHANNEL, { pool_id: poolId }).catch((error: unknown) => this.deps.log.warn({ err: error, poolId }, 'announcing an idle pool browser failed'));
   }
 }

@@ -66,11 +66,11 @@ export class PoolManager {
         IDLE_CHANNEL,
         (payload) => {
           const poolId = (payload as { pool_id?: unknown } | null)?.pool_id;
-          if (typeof poolId === 'string') this.queue.drain(poolId);
+          if (typeof poolId === 'string') this.queue.serveWaiters(poolId);
         },
         // Wake-ups sent while the listener was down are lost: every queue looks again.
         () => {
-          for (const poolId of this.queue.poolIds()) this.queue.drain(poolId);
+          for (const poolId of this.queue.poolIds()) this.queue.serveWaiters(poolId);
         },
       ),
     );
@@ -124,7 +124,7 @@ export class PoolManager {
         }
       }
       for (const poolId of this.queue.poolIds()) {
-        if (await isPoolLive(this.deps.db, poolId)) this.queue.drain(poolId);
+        if (await isPoolLive(this.deps.db, poolId)) this.queue.serveWaiters(poolId);
         else this.queue.failWaiters(poolId, notFound('Browser pool', poolId));
       }
     } catch (error) {
