@@ -51,7 +51,7 @@ export async function processFigures(pid: number): Promise<{ rssBytes: number; f
   return { rssBytes: rssKb * 1024, fds };
 }
 
-/** Where the local runtime puts each browser's work dir (operator/src/runtime/local-runtime.ts). */
+/** Where the local runtime puts each browser's work dir (api/src/runtime/local-runtime.ts). */
 export const WORK_ROOT = path.join(os.tmpdir(), 'browserplane-browsers');
 
 /** The runtime's work dir name for a browser id (mirrors workDirName in local-runtime.ts). */

@@ -7,7 +7,7 @@ import type { SystemUser } from '../../lib/system-user.js';
  * Embedded mode runs many browsers on one host, each for whoever holds its session, and
  * pages may open file:// URLs. As root, the agent therefore starts Chromium in a pid and
  * mount namespace of its own, as the session's own uid (the runtime gives each session
- * its own, see operator/src/runtime/uid-pool.ts):
+ * its own, see api/src/runtime/uid-pool.ts):
  *
  *   unshare --mount --pid --fork --mount-proc --propagation private
  *     sh -c SCRIPT       (root, pid 1 of the new namespace: the mounts below)

@@ -25,7 +25,7 @@ const ROUNDS = Number(process.env.FAULT_ROUNDS ?? 1);
 const SEED = Number(process.env.FAULT_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const CREATES = Number(process.env.FAULT_CREATES ?? 8);
 const POOL_SIZE = 3;
-/** The flow sweep's window: engine/flows.ts STALE_AFTER_MS (30 s) and one HEARTBEAT_MS (5 s). */
+/** The flow sweep's window: engine/runner.ts STALE_AFTER_MS (30 s) and one HEARTBEAT_MS (5 s). */
 const STALE_AND_BEAT_MS = 30_000 + 5_000;
 
 type KillMoment = 'requests-sent' | 'chromium-launching' | 'creates-answering' | 'random';
@@ -184,7 +184,7 @@ describe('the service killed with SIGKILL in the middle of operations', () => {
 });
 
 describe('the service killed the instant a launch hands a browser to its agent', () => {
-  // The record is written before the agent gets the browser (operator/src/runtime/local-runtime.ts):
+  // The record is written before the agent gets the browser (api/src/runtime/local-runtime.ts):
   // written after it, this kill left the agent and its Chromium running with no owner.
   it.each([
     { path: 'a claimed standby agent', standby: '1', file: /^bs_.*\.log$/ },

@@ -13,7 +13,7 @@ import { UidPool, type UidRange } from '../../api/src/runtime/uid-pool.js';
 import { testAgentTokens } from '../support/agent-access.js';
 
 /**
- * The local runtime's session uids (operator/src/runtime/uid-pool.ts) with real agents
+ * The local runtime's session uids (api/src/runtime/uid-pool.ts) with real agents
  * and Chromium: each live browser has a uid no other has, a uid comes back only after
  * its browser's processes and files are gone, and a restarted service keeps the uids
  * its records name. The range is this file's own, clear of the default one other test

@@ -57,7 +57,7 @@ export async function spawnAgent(options: {
   logFile: string;
   chromePath?: string;
   logLevel: string;
-  /** BROWSERPLANE_BLOCK_PRIVATE_NETWORKS and its allow list, for the agent's forwarder (agent/src/egress.ts). */
+  /** BROWSERPLANE_BLOCK_PRIVATE_NETWORKS and its allow list, for the agent's forwarder (contract/egress.ts). */
   egress?: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined };
   /** AGENT_FS_* limits of the file API (agent/src/config.ts parseFsLimits). */
   fsEnv?: Record<`AGENT_FS_${string}`, string>;
@@ -96,7 +96,7 @@ export async function spawnAgent(options: {
 }
 
 /**
- * The port an agent started on port 0 reported (agent/src/port-file.ts), or undefined while
+ * The port an agent started on port 0 reported (lib/port-file.ts), or undefined while
  * it has not yet. Agents choose their own port: one picked here and handed over could be
  * taken by another socket before the agent binds it, which happened at about 50 browsers.
  */

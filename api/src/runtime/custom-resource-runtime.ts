@@ -3,7 +3,7 @@
  * the desired state (a BrowserSession, and its launch spec in a Secret owned by it) and
  * waits for the operator to report the browser Running with an agent URL; ending a browser
  * is deleting its resource (the operator's finalizer shuts the agent down and removes the
- * pod). The contract's spellings are in operator/src/k8s/resources.ts and
+ * pod). The contract's spellings are in contract/kinds.ts and
  * ./custom-resource-status.ts.
  *
  * One informer on BrowserSessions serves every launch, observe and list, so fifty warm

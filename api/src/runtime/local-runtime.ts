@@ -53,7 +53,7 @@ export interface LocalRuntimeOptions {
    */
   standbyAgents?: number;
   agentLogLevel?: string;
-  /** Keeps every browser's traffic off loopback and private networks but these (agent/src/egress.ts). Default: off. */
+  /** Keeps every browser's traffic off loopback and private networks but these (contract/egress.ts). Default: off. */
   egress?: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined };
   /** The browser file API's limits for every agent (AGENT_FS_*; unset: the agent's defaults). */
   agentFsEnv?: Record<`AGENT_FS_${string}`, string>;

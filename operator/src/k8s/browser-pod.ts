@@ -3,7 +3,7 @@
  * creates it and as a kubelet (or the test suite's node agent) runs it. The launch spec
  * travels in a Secret, not in the pod: it can hold decrypted proxy credentials, and pod
  * specs are readable by far more people than secrets. So does the agent token
- * (operator/src/runtime/agent-client.ts) that every request to the agent must present:
+ * (contract/agent-client.ts) that every request to the agent must present:
  * a page in the pod that reaches the agent's port gets 401.
  */
 import type { V1Pod, V1PodSpec, V1Secret, V1Toleration } from '@kubernetes/client-node';

@@ -16,7 +16,7 @@ import { agentTokensFrom, type AgentTokens } from '../../../contract/agent-clien
  * says exactly what went wrong.
  */
 
-/** The local runtime's default work root (operator/src/runtime/local-runtime.ts); shared by every service on the machine. */
+/** The local runtime's default work root (api/src/runtime/local-runtime.ts); shared by every service on the machine. */
 export const WORK_ROOT = path.join(os.tmpdir(), 'browserplane-browsers');
 const AGENT_ENTRY = path.join(REPO_ROOT, 'dist/agent/src/main.js');
 

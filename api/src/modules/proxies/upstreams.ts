@@ -33,7 +33,7 @@ export interface ProxySettings {
   allowPrivateCheckUrls?: boolean;
   /**
    * BROWSERPLANE_BLOCK_PRIVATE_NETWORKS and its allow list: a check does not connect to a
-   * custom proxy on a loopback or private address (agent/src/egress.ts). Managed upstreams
+   * custom proxy on a loopback or private address (contract/egress.ts). Managed upstreams
    * are the operator's own and are not checked.
    */
   egress?: EgressRules;
