@@ -22,7 +22,8 @@ import {
 import type { ConnectionRow } from '../../../api/src/modules/auth-connections/index.js';
 import { wireBodyOf, wireSchemaOf } from '../k8s/structural-schema.js';
 import { AUTH_CONDITION_TYPES, AUTH_READY_REASONS, FINALIZERS } from '../../../contract/kinds.js';
-import { kubeTime, nextCondition, sameJson, type Condition } from './status.js';
+import { kubeTime, nextCondition, type Condition } from './conditions.js';
+import { sameJson } from './status.js';
 
 /** Reasons of the Ready condition (contract/kinds/auth-connection.ts). */
 export const READY_REASONS = AUTH_READY_REASONS;

@@ -14,7 +14,6 @@ import type { Condition } from './conditions.js';
 
 // The condition builder lives in conditions.ts; these stay reachable here for the
 // reconcilers that still import them from status.ts (auth-connection-plan.ts).
-export { kubeTime, nextCondition, withCondition, type Condition } from './conditions.js';
 
 export type ResourceStatus = Record<string, unknown> & { conditions?: Condition[]; observedGeneration?: number };
 
