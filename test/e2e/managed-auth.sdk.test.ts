@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConnectionFollowResponse } from '@onkernel/sdk/resources/auth/connections.js';
 import { EMAIL, PASSWORD, startLoginSites, TOTP_SECRET, USERNAME, type LoginSites, type LoginShape } from '../fixtures/login-sites/server.js';
 import { unique } from './support/sdk.js';
-import { cleanupServices, startService, type RunningService } from './support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
 /**
  * Managed auth through the official SDK against the built service: a connection, a login

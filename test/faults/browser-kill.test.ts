@@ -4,7 +4,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { processGroupsMentioning } from '../../api/src/runtime/agent-process.js';
 import type { BrowserRecord } from '../../api/src/runtime/browser-records.js';
-import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
 /**
  * Chromium, and separately its agent, killed with SIGKILL while a Playwright client is

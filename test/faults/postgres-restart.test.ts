@@ -2,7 +2,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 import { startOwnedPostgres, type OwnedPostgres } from './support/postgres.js';
 
 /**

@@ -6,7 +6,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { browserPodName, labelValue } from '../../operator/src/k8s/browser-pod.js';
 import { API_VERSION, FINALIZERS, LABELS, PLURALS } from '../../contract/kinds.js';
-import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 import { freshDatabase, type TestDatabase } from '../support/database.js';
 import { waitUntil } from './support/browser-sessions.js';
 import { writeKubeconfig } from './support/helm.js';

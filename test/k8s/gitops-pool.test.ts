@@ -4,7 +4,7 @@ import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, LABELS, PLURALS } from '../../contract/kinds.js';
-import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 import { freshDatabase, type TestDatabase } from '../support/database.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { writeKubeconfig } from './support/helm.js';
