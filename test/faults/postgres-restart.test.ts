@@ -3,6 +3,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
 import { cleanupServices, startService, type RunningService } from '../support/service.js';
+import { sseBlocks } from '../support/sse.js';
 import { startOwnedPostgres, type OwnedPostgres } from './support/postgres.js';
 
 /**
@@ -165,20 +166,12 @@ function followInvocation(id: string): { done: Promise<string>; reconnects: () =
           await new Promise((resolve) => setTimeout(resolve, 500));
           continue;
         }
-        const decoder = new TextDecoder();
-        let buffer = '';
-        for await (const chunk of res.body!) {
-          buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-          let cut: number;
-          while ((cut = buffer.indexOf('\n\n')) >= 0) {
-            const frame = buffer.slice(0, cut);
-            buffer = buffer.slice(cut + 2);
-            const data = frame.split('\n').find((line) => line.startsWith('data:'));
-            if (!data) continue;
-            const payload = JSON.parse(data.slice(5)) as { event: string; invocation?: { status: string }; error?: { code: string } };
-            if (payload.event === 'invocation_state') last = payload.invocation!.status;
-            if (payload.event === 'error') errors.push(payload.error!.code);
-          }
+        for await (const block of sseBlocks(res.body! as unknown as AsyncIterable<Uint8Array>)) {
+          const data = block.data[0];
+          if (data === undefined) continue;
+          const payload = JSON.parse(data) as { event: string; invocation?: { status: string }; error?: { code: string } };
+          if (payload.event === 'invocation_state') last = payload.invocation!.status;
+          if (payload.event === 'error') errors.push(payload.error!.code);
         }
       } catch (error) {
         errors.push(`stream failed: ${String(error)}`);
