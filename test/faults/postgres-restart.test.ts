@@ -166,7 +166,7 @@ function followInvocation(id: string): { done: Promise<string>; reconnects: () =
           await new Promise((resolve) => setTimeout(resolve, 500));
           continue;
         }
-        for await (const block of sseBlocks(res.body! as unknown as AsyncIterable<Uint8Array>)) {
+        for await (const block of sseBlocks(res.body!)) {
           const data = block.data[0];
           if (data === undefined) continue;
           const payload = JSON.parse(data) as { event: string; invocation?: { status: string }; error?: { code: string } };

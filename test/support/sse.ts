@@ -71,7 +71,7 @@ export async function openSse<T = Record<string, any>>(url: string, options: Ope
   const ended = (async () => {
     if (!res.body || !res.headers.get('content-type')?.startsWith('text/event-stream')) return;
     try {
-      for await (const block of sseBlocks(res.body as unknown as AsyncIterable<Uint8Array>)) {
+      for await (const block of sseBlocks(res.body)) {
         expect(block.data, block.text).toHaveLength(1);
         const data = JSON.parse(block.data[0]!) as T;
         frames.push({ name: block.name, data });
