@@ -128,11 +128,9 @@ describe('browser pool leases through the SDK and Playwright', () => {
   it('acquires a warm browser, drives it over cdp_ws_url, releases it and gets it back clean', async () => {
     const pool = await kernel.browserPools.create({ name: unique('lease-pool'), size: 1, headless: true, fill_rate_per_minute: 6000 });
     try {
-      const deadline = Date.now() + 90_000;
-      while ((await kernel.browserPools.retrieve(pool.id)).available_count < 1) {
-        if (Date.now() > deadline) throw new Error('the pool did not warm its browser within 90 s');
-        await new Promise((resolve) => setTimeout(resolve, 250));
-      }
+      await expect
+        .poll(async () => (await kernel.browserPools.retrieve(pool.id)).available_count, { timeout: 90_000, interval: 250, message: 'the pool to warm its browser' })
+        .toBeGreaterThanOrEqual(1);
       const lease = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 30 });
       expect(lease).toMatchObject({ pool: { id: pool.id, name: pool.name }, timeout_seconds: 600, headless: true });
       expect(await kernel.browserPools.retrieve(pool.id)).toMatchObject({ available_count: 0, acquired_count: 1 });

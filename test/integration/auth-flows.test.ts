@@ -224,12 +224,12 @@ describe('interactive login through the API', () => {
     const { frames, ended } = await events;
     expect(ended).toBe(true);
     expect(frames.filter((f) => f.event === 'managed_auth_state').at(-1)).toMatchObject({ flow_status: 'CANCELED' });
-    const deadline = Date.now() + 30_000;
-    let session = await app.tenant.http.get(`/browsers/${step.browser_session_id}`);
-    while (session.status === 200 && !session.body.deleted_at && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      session = await app.tenant.http.get(`/browsers/${step.browser_session_id}`);
-    }
+    const session = await eventually(() => app.tenant.http.get(`/browsers/${step.browser_session_id}`), {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+      what: 'the flow’s browser to close',
+      accept: (s) => !(s.status === 200 && !s.body.deleted_at),
+    });
     expect(session.status === 404 || Boolean(session.body.deleted_at)).toBe(true);
   }, 120_000);
 });
