@@ -29,7 +29,7 @@ import {
   type Scenario,
 } from './load-support.js';
 import { measureStreams, printStreams } from './load-streams.js';
-import { listeningUrl, startBuiltService, type BuiltService } from './service-process.js';
+import { cleanupServices, startService, type RunningService } from '../test/support/service.js';
 
 const IDLE_SESSIONS = Number(process.env.BENCH_IDLE_SESSIONS ?? 100);
 const STREAMS = Number(process.env.BENCH_SSE_STREAMS ?? 1000);
@@ -78,7 +78,7 @@ async function main(): Promise<void> {
     throw new Error(`open files limit ${ownLimit} is too low for ${STREAMS} streams: raise it (ulimit -n ${STREAMS * 2 + 1024}) or lower BENCH_SSE_STREAMS`);
   }
   // The org cap is operator configuration (environment), default 100: room for every idle session.
-  const service = await startBuiltService({ env: { BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS: String(Math.max(100, IDLE_SESSIONS)) } });
+  const service = await startService({ inheritEnv: true, echoStderr: true, env: { BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS: String(Math.max(100, IDLE_SESSIONS)) } });
   const sessions: Session[] = [];
   const reached: { url?: string } = {};
   const cleanup = once(() => cleanUp(service, reached.url, sessions));
@@ -91,10 +91,10 @@ async function main(): Promise<void> {
   }
   const serviceErrors = tapServiceErrors(service.child);
   try {
-    const url = await listeningUrl(service.child);
+    const url = service.url;
     reached.url = url;
     const pid = service.child.pid!;
-    const auth = { authorization: `Bearer ${service.key}`, 'content-type': 'application/json' };
+    const auth = { authorization: `Bearer ${service.adminKey}`, 'content-type': 'application/json' };
     printMachine(ownLimit, await openFilesLimit(pid));
 
     const streams = await measureStreams(url, auth, pid, { streams: STREAMS, holdS: HOLD_S });
@@ -226,13 +226,14 @@ async function deleteSessions(url: string, auth: Record<string, string>, session
   return times;
 }
 
-async function cleanUp(service: BuiltService, url: string | undefined, sessions: Session[]): Promise<void> {
+async function cleanUp(service: RunningService, url: string | undefined, sessions: Session[]): Promise<void> {
   if (url && sessions.length && service.child.exitCode === null) {
-    const auth = { authorization: `Bearer ${service.key}` };
+    const auth = { authorization: `Bearer ${service.adminKey}` };
     await deleteSessions(url, auth, sessions).catch((error: unknown) => console.error('cleanup:', error));
   }
   // Stopping the service also terminates any browser it still runs, then the data dir goes.
   await service.stop();
+  await cleanupServices();
 }
 
 const ms = (value: number) => (value < 10 ? value.toFixed(2) : value.toFixed(1));

@@ -16,7 +16,7 @@ import { Agent, request } from 'undici';
 import { resolveSystemUser } from '../lib/system-user.js';
 import { defaultPoolLaunchConcurrency } from '../api/src/modules/browser-pools/manager.js';
 import { launchBareChromium, type BareChromium } from './chromium.js';
-import { listeningUrl, startBuiltService } from './service-process.js';
+import { cleanupServices, startService } from '../test/support/service.js';
 
 const POOL_SIZE = Number(process.env.BENCH_POOL_SIZE ?? 50);
 const SAMPLES = Number(process.env.BENCH_ACQUIRE_SAMPLES ?? 200);
@@ -83,11 +83,11 @@ class Client {
 
 async function main(): Promise<void> {
   const user = await resolveSystemUser('browserplane');
-  const service = await startBuiltService();
+  const service = await startService({ inheritEnv: true, echoStderr: true });
   let client: Client | undefined;
   try {
     const warmTimes = tapWarmTimes(service.child);
-    client = new Client(await listeningUrl(service.child), service.key);
+    client = new Client(service.url, service.adminKey);
     printMachine(user?.name ?? os.userInfo().username);
     const acquire = await measureAcquire(client);
     const refill = await measureRefill(client, user, warmTimes);
@@ -96,6 +96,7 @@ async function main(): Promise<void> {
   } finally {
     await client?.close();
     await service.stop();
+    await cleanupServices();
   }
 }
 

@@ -6,16 +6,16 @@
  */
 import type autocannon from 'autocannon';
 import { post, runAutocannon, type Scenario } from './load-support.js';
-import { listeningUrl, startBuiltService } from './service-process.js';
+import { cleanupServices, startService } from '../test/support/service.js';
 
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 
 async function main(): Promise<void> {
-  const service = await startBuiltService();
-  const key = service.key;
+  const service = await startService({ inheritEnv: true, echoStderr: true });
+  const key = service.adminKey;
   try {
-    const url = await listeningUrl(service.child);
+    const url = service.url;
     const auth = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
     const project = (await (await post(url, '/org/projects', { name: 'bench' }, auth)).json()) as { id: string };
     for (let i = 0; i < 20; i++) await post(url, '/org/api_keys', { name: `k${i}` }, auth);
@@ -52,6 +52,7 @@ async function main(): Promise<void> {
     }
   } finally {
     await service.stop();
+    await cleanupServices();
   }
 }
 

@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { resolveSystemUser } from '../lib/system-user.js';
 import { launchBareChromium } from './chromium.js';
-import { listeningUrl, startBuiltService } from './service-process.js';
+import { cleanupServices, startService } from '../test/support/service.js';
 
 const RUNS = Number(process.env.BENCH_SESSION_RUNS ?? 8);
 const MEMORY_SESSIONS = Number(process.env.BENCH_MEMORY_SESSIONS ?? 5);
@@ -23,10 +23,10 @@ async function main(): Promise<void> {
   const user = await resolveSystemUser('browserplane');
   const baseline: number[] = [];
   const created: number[] = [];
-  const service = await startBuiltService();
+  const service = await startService({ inheritEnv: true, echoStderr: true });
   try {
-    const url = await listeningUrl(service.child);
-    const auth = { authorization: `Bearer ${service.key}`, 'content-type': 'application/json' };
+    const url = service.url;
+    const auth = { authorization: `Bearer ${service.adminKey}`, 'content-type': 'application/json' };
     // Alternate the two so drift in machine load hits both alike, and let the machine
     // settle before each measure: a closing browser, or the standby agent the runtime
     // starts after each create, would otherwise slow whichever measure comes next.
@@ -90,6 +90,7 @@ async function main(): Promise<void> {
     console.log(`| session − bare | +${mib(sessionPss - barePss)} MiB (target < 25) | +${mib(sessionUss - bareUss)} MiB |`);
   } finally {
     await service.stop();
+    await cleanupServices();
   }
 }
 

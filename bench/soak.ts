@@ -24,7 +24,7 @@ import {
   startPageServer,
   type PageServer,
 } from './soak-support.js';
-import { listeningUrl, startBuiltService } from './service-process.js';
+import { cleanupServices, startService } from '../test/support/service.js';
 
 const env = (name: string, fallback: number) => (process.env[name] === undefined ? fallback : Number(process.env[name]));
 const MINUTES = env('SOAK_MINUTES', 60);
@@ -45,7 +45,8 @@ async function main(): Promise<void> {
   if (!(MINUTES > 0) || !(SAMPLE_SECONDS > 0)) throw new Error('SOAK_MINUTES and SOAK_SAMPLE_SECONDS must be positive numbers');
   // The inspector on a loopback port lets the soak read the heap after a full collection (LiveHeap).
   const inspectorPort = await freePort();
-  const service = await startBuiltService({
+  const service = await startService({
+    inheritEnv: true, echoStderr: true,
     env: {
       BROWSERPLANE_STANDBY_AGENTS: String(STANDBY_AGENTS),
       NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --inspect=127.0.0.1:${inspectorPort}`.trim(),
@@ -60,12 +61,12 @@ async function main(): Promise<void> {
   const samples: Sample[] = [];
   const tally = new Tally();
   try {
-    const url = await listeningUrl(service.child);
+    const url = service.url;
     const pid = service.child.pid!;
     probe = await connectToDataDir(service.dataDir);
     heap = await LiveHeap.connect(inspectorPort);
     pages.push(await startPageServer('127.0.0.2'), await startPageServer('127.0.0.3'));
-    const api = new Api(url, service.key);
+    const api = new Api(url, service.adminKey);
     const t0 = Date.now();
     const take = async (phase: Sample['phase']) => {
       const s = await sample(pid, heap!, probe!, tally, browserIds, service.dataDir, phase, (Date.now() - t0) / 1000);
@@ -121,6 +122,7 @@ async function main(): Promise<void> {
     await probe?.end().catch(() => undefined);
     await Promise.all(pages.map((p) => p.close()));
     await service.stop();
+    await cleanupServices();
   }
   console.log(log.line());
   if (failures.length) {

@@ -24,8 +24,9 @@ import { GROUP, VERSION } from '../../operator/src/k8s/crds.js';
 import { idOfResourceName, LABELS, PLURALS } from '../../contract/kinds.js';
 import { CHART, helm, succeeded } from '../k8s/support/helm.js';
 import { ensureBinaries } from '../k8s/support/control-plane.js';
+import { eventually } from '../support/eventually.js';
 import { clusterKubeConfig, loadImage } from './support/cluster.js';
-import { isReady, until } from './support/pods.js';
+import { isReady } from './support/pods.js';
 
 const RELEASE = 'browserplane';
 const cluster = inject('cluster');
@@ -122,7 +123,7 @@ beforeAll(async () => {
   await chmod(scratch, 0o711); // Postgres runs as its own user and must reach its data dir
   namespace = `bp-${randomBytes(3).toString('hex')}`;
   await core.createNamespace({ body: { metadata: { name: namespace } } });
-  await until('default service account', () => core.readNamespacedServiceAccount({ name: 'default', namespace }), 30_000);
+  await eventually(() => core.readNamespacedServiceAccount({ name: 'default', namespace }), { timeoutMs: 30_000, intervalMs: 250, what: 'default service account', retryErrors: true });
   let started = Date.now();
   await loadImage(cluster, images.api.archive);
   await loadImage(cluster, images.browser.archive);
@@ -190,10 +191,13 @@ describe('helm install of charts/browserplane on a real node', () => {
     const applied = await kubectl('apply', '-f', manifest);
     expect(applied.stdout).toContain('browserpool.browserplane.dev/gitops-pool created');
 
-    const filled = async (name: string) => until(`pool ${name} to fill`, async () => {
-      const pool = await kernel.browserPools.retrieve(name);
-      return pool.available_count === 1 && pool;
-    }, 240_000, 500);
+    const filled = async (name: string) => eventually(
+      async () => {
+        const pool = await kernel.browserPools.retrieve(name);
+        return pool.available_count === 1 && pool;
+      },
+      { timeoutMs: 240_000, intervalMs: 500, what: `pool ${name} to fill`, retryErrors: true },
+    );
     const apiPool = await filled('api-pool');
     timings.installToFirstWarmBrowserMs = Date.now() - installStartedAt;
     const gitopsPool = await filled('gitops-pool');
@@ -226,19 +230,22 @@ describe('helm install of charts/browserplane on a real node', () => {
       await browser.close();
     }
     await kernel.browserPools.release('gitops-pool', { session_id: lease.session_id });
-    await until('the released browser to be replaced', async () => (await kernel.browserPools.retrieve('gitops-pool')).available_count === 1, 240_000, 500);
+    await eventually(async () => (await kernel.browserPools.retrieve('gitops-pool')).available_count === 1, { timeoutMs: 240_000, intervalMs: 500, what: 'the released browser to be replaced', retryErrors: true });
   }, 300_000);
 
   it('replaces a browser whose container is killed', async () => {
     const [victim] = await browserPodsOfPool(apiPoolId);
     const containerId = victim!.status!.containerStatuses![0]!.containerID!.replace(/^containerd:\/\//, '');
     await promisify(execFile)('ctr', ['--address', cluster.containerdSocket, '-n', 'k8s.io', 'tasks', 'kill', '-s', 'SIGKILL', containerId]);
-    const replacement = await until('a new ready browser pod for the pool', async () => {
-      const pods = await browserPodsOfPool(apiPoolId);
-      return pods.find((pod) => pod.metadata!.uid !== victim!.metadata!.uid && isReady(pod));
-    }, 240_000, 500);
+    const replacement = await eventually(
+      async () => {
+        const pods = await browserPodsOfPool(apiPoolId);
+        return pods.find((pod) => pod.metadata!.uid !== victim!.metadata!.uid && isReady(pod));
+      },
+      { timeoutMs: 240_000, intervalMs: 500, what: 'a new ready browser pod for the pool', retryErrors: true },
+    );
     expect(replacement.metadata!.name).not.toBe(victim!.metadata!.name);
-    await until('the pool to be full again', async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 1, 120_000, 500);
+    await eventually(async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 1, { timeoutMs: 120_000, intervalMs: 500, what: 'the pool to be full again', retryErrors: true });
   }, 300_000);
 
   it('hands the operator lease to the standby when the leader pod is deleted, and the standby reconciles', async () => {
@@ -248,10 +255,13 @@ describe('helm install of charts/browserplane on a real node', () => {
     expect(operators).toContain(before);
     const started = Date.now();
     await core.deleteNamespacedPod({ name: before, namespace });
-    const after = await until('another holder', async () => {
-      const holder = (await leases.readNamespacedLease({ name: leaseName, namespace })).spec!.holderIdentity;
-      return holder && holder !== before && holder;
-    }, 120_000, 500);
+    const after = await eventually(
+      async () => {
+        const holder = (await leases.readNamespacedLease({ name: leaseName, namespace })).spec!.holderIdentity;
+        return holder && holder !== before && holder;
+      },
+      { timeoutMs: 120_000, intervalMs: 500, what: 'another holder', retryErrors: true },
+    );
     timings.operatorFailoverMs = Date.now() - started;
     // The deleted leader hands the Lease back on SIGTERM; whichever live replica campaigns
     // first takes it: the standby, or the pod the Deployment starts in the leader's place.
@@ -260,7 +270,7 @@ describe('helm install of charts/browserplane on a real node', () => {
     console.log(`operator failover: the Lease went to ${operators.includes(after) ? 'the standby' : 'the replacement pod'} (${after})`);
     // The new leader acts: a pool grown through the API fills.
     await kernel.browserPools.update('api-pool', { size: 2 });
-    await until('the pool to grow to 2', async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 2, 240_000, 500);
+    await eventually(async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 2, { timeoutMs: 240_000, intervalMs: 500, what: 'the pool to grow to 2', retryErrors: true });
   }, 400_000);
 
   it('rolls out a changed value with helm upgrade', async () => {
@@ -269,10 +279,13 @@ describe('helm install of charts/browserplane on a real node', () => {
     const deployment = await apps.readNamespacedDeployment({ name: `${RELEASE}-api`, namespace });
     const env = deployment.spec!.template.spec!.containers[0]!.env ?? [];
     expect(env.find((e) => e.name === 'LOG_LEVEL')?.value).toBe('debug');
-    const pods = await until('the new API pod to be ready', async () => {
-      const now = (await podsOf('app.kubernetes.io/component=api')).filter((pod) => !pod.metadata!.deletionTimestamp);
-      return now.length === 1 && !before.includes(now[0]!.metadata!.uid) && isReady(now[0]!) && now;
-    }, 180_000, 500);
+    const pods = await eventually(
+      async () => {
+        const now = (await podsOf('app.kubernetes.io/component=api')).filter((pod) => !pod.metadata!.deletionTimestamp);
+        return now.length === 1 && !before.includes(now[0]!.metadata!.uid) && isReady(now[0]!) && now;
+      },
+      { timeoutMs: 180_000, intervalMs: 500, what: 'the new API pod to be ready', retryErrors: true },
+    );
     expect(pods).toHaveLength(1);
     // The data outlives the rollout: the pools are still there.
     expect((await kernel.browserPools.retrieve('gitops-pool')).id).toBe(gitopsPoolId);
@@ -281,9 +294,9 @@ describe('helm install of charts/browserplane on a real node', () => {
   it('helm uninstall leaves no pod, lease or Secret behind but the kept encryption key', async () => {
     await kubectl('delete', 'browserpool', 'gitops-pool', '--wait=true', '--timeout=120s');
     await kernel.browserPools.delete('api-pool', { force: true });
-    await until('browser pods to end', async () => (await core.listNamespacedPod({ namespace, labelSelector: 'app.kubernetes.io/component=browser' })).items.length === 0, 180_000, 500);
+    await eventually(async () => (await core.listNamespacedPod({ namespace, labelSelector: 'app.kubernetes.io/component=browser' })).items.length === 0, { timeoutMs: 180_000, intervalMs: 500, what: 'browser pods to end', retryErrors: true });
     await helmIn('uninstall', RELEASE, '--wait', '--timeout', '3m');
-    await until('every pod to be gone', async () => (await core.listNamespacedPod({ namespace })).items.length === 0, 180_000, 500);
+    await eventually(async () => (await core.listNamespacedPod({ namespace })).items.length === 0, { timeoutMs: 180_000, intervalMs: 500, what: 'every pod to be gone', retryErrors: true });
     expect((await leases.listNamespacedLease({ namespace })).items).toEqual([]);
     const secrets = (await core.listNamespacedSecret({ namespace })).items;
     // The one Secret the chart keeps on purpose (helm.sh/resource-policy: keep): the key that

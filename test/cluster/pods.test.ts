@@ -12,7 +12,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { readdir } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
-import { core, apps, freshNamespace, isReady, podGet, testContainer, until, waitForPod } from './support/pods.js';
+import { eventually } from '../support/eventually.js';
+import { core, apps, freshNamespace, isReady, podGet, testContainer, waitForPod } from './support/pods.js';
 
 describe('a pod on the real node', () => {
   it('runs with the spec applied: env from a Secret, emptyDir, read-only root, non-root uid, no capabilities, memory limit, readiness', async () => {
@@ -125,10 +126,9 @@ describe('a pod on the real node', () => {
     await waitForPod(namespace, 'graceful', (p) => p.status?.phase === 'Running', 'running');
     const deleted = Date.now();
     await core().deleteNamespacedPod({ name: 'graceful', namespace });
-    await until('SIGTERM marker', () => Promise.resolve(existsSync(marker)), 10_000, 100);
+    await eventually(() => Promise.resolve(existsSync(marker)), { timeoutMs: 10_000, intervalMs: 100, what: 'SIGTERM marker', retryErrors: true });
     expect(readFileSync(marker, 'utf8')).toMatch(/^SIGTERM \d+/);
-    await until(
-      'pod gone',
+    await eventually(
       async () => {
         try {
           await core().readNamespacedPod({ name: 'graceful', namespace });
@@ -137,7 +137,7 @@ describe('a pod on the real node', () => {
           return (error as { code?: number }).code === 404;
         }
       },
-      12_000,
+      { timeoutMs: 12_000, intervalMs: 250, what: 'pod gone', retryErrors: true },
     );
     const goneMs = Date.now() - deleted;
     console.log(`delete → pod gone ${goneMs} ms (grace 10 s, the container exits 500 ms after SIGTERM)`);
@@ -172,10 +172,13 @@ describe('Services through kube-proxy', () => {
     const client = await waitForPod(namespace, 'client', isReady, 'Ready');
 
     // From the test process: nat OUTPUT → KUBE-SERVICES → the pod.
-    const fromTest = await until('Service from the test process', async () => {
-      const response = await fetch(`http://${clusterIp}/whoami`, { signal: AbortSignal.timeout(2000) });
-      return response.ok ? ((await response.json()) as { hostname: string }) : undefined;
-    });
+    const fromTest = await eventually(
+      async () => {
+        const response = await fetch(`http://${clusterIp}/whoami`, { signal: AbortSignal.timeout(2000) });
+        return response.ok ? ((await response.json()) as { hostname: string }) : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250, what: 'Service from the test process', retryErrors: true },
+    );
     expect(fromTest.hostname).toMatch(/^web-/);
 
     // From another pod: PREROUTING on the node → the pod.

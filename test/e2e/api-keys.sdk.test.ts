@@ -2,7 +2,7 @@ import Kernel, { AuthenticationError, BadRequestError, ConflictError, NotFoundEr
 import type { APIKey } from '@onkernel/sdk/resources/api-keys';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAY_MS, detailFields, msBetween, recordingFetch, rejection, unique } from './support/sdk.js';
-import { cleanupServices, collect, startService, type RunningService } from './support/service.js';
+import { cleanupServices, collect, startService, type RunningService } from '../support/service.js';
 
 const OWNER_EMAIL = 'e2e-owner@example.com';
 

@@ -2,7 +2,7 @@ import type Kernel from '@onkernel/sdk';
 import { AuthenticationError, BadRequestError, PermissionDeniedError } from '@onkernel/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detailFields, recordingFetch, rejection, unique } from './support/sdk.js';
-import { cleanupServices, collect, startService, type RunningService } from './support/service.js';
+import { cleanupServices, collect, startService, type RunningService } from '../support/service.js';
 
 let service: RunningService;
 let admin: Kernel;

@@ -3,7 +3,7 @@ import { ConflictError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
-import { cleanupServices, startService, type RunningService } from './support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
 /** Computer control through the SDK against the built service, a real headful Chromium and its Xvfb. */
 

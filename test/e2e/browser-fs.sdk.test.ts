@@ -3,7 +3,7 @@ import { BadRequestError, NotFoundError, toFile } from '@onkernel/sdk';
 import yauzl from 'yauzl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rejection } from './support/sdk.js';
-import { cleanupServices, startService, type RunningService } from './support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
 /** The browser filesystem through the SDK, against the built service with real Chromium. */
 

@@ -4,7 +4,7 @@ import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { detailFields, rejection, unique } from './support/sdk.js';
-import { cleanupServices, collect, startService, type RunningService } from './support/service.js';
+import { cleanupServices, collect, startService, type RunningService } from '../support/service.js';
 
 /**
  * Browser pools through the official SDK against the built service (CONTRACT §3, §12.6):
@@ -128,11 +128,9 @@ describe('browser pool leases through the SDK and Playwright', () => {
   it('acquires a warm browser, drives it over cdp_ws_url, releases it and gets it back clean', async () => {
     const pool = await kernel.browserPools.create({ name: unique('lease-pool'), size: 1, headless: true, fill_rate_per_minute: 6000 });
     try {
-      const deadline = Date.now() + 90_000;
-      while ((await kernel.browserPools.retrieve(pool.id)).available_count < 1) {
-        if (Date.now() > deadline) throw new Error('the pool did not warm its browser within 90 s');
-        await new Promise((resolve) => setTimeout(resolve, 250));
-      }
+      await expect
+        .poll(async () => (await kernel.browserPools.retrieve(pool.id)).available_count, { timeout: 90_000, interval: 250, message: 'the pool to warm its browser' })
+        .toBeGreaterThanOrEqual(1);
       const lease = await kernel.browserPools.acquire(pool.id, { acquire_timeout_seconds: 30 });
       expect(lease).toMatchObject({ pool: { id: pool.id, name: pool.name }, timeout_seconds: 600, headless: true });
       expect(await kernel.browserPools.retrieve(pool.id)).toMatchObject({ available_count: 0, acquired_count: 1 });

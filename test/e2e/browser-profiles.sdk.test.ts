@@ -7,7 +7,7 @@ import { chromium } from 'playwright-core';
 import { Parser, type ReadEntry } from 'tar';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { rejection, unique } from './support/sdk.js';
-import { cleanupServices, startService, type RunningService } from './support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
 /**
  * Profiles end to end: the built service, the SDK, Playwright over cdp_ws_url and real

@@ -3,7 +3,7 @@ import puppeteer from 'puppeteer-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { unique } from './support/sdk.js';
-import { cleanupServices, startService, type RunningService } from './support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
 /**
  * puppeteer-core against sessions created with the SDK on the built service: over

@@ -4,7 +4,7 @@ import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { detailFields, rejection, unique } from './support/sdk.js';
-import { cleanupServices, collect, startService, type RunningService } from './support/service.js';
+import { cleanupServices, collect, startService, type RunningService } from '../support/service.js';
 
 /** Browser sessions through the SDK and Playwright, against the built service with real Chromium. */
 

@@ -5,7 +5,7 @@ import { BadRequestError, ConflictError, NotFoundError } from '@onkernel/sdk';
 import type { Credential } from '@onkernel/sdk/resources/credentials';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detailFields, rejection, unique } from './support/sdk.js';
-import { cleanupServices, collect, startService, type RunningService } from './support/service.js';
+import { cleanupServices, collect, startService, type RunningService } from '../support/service.js';
 
 /** RFC 6238 Appendix B's SHA-1 seed, in base32. */
 const RFC6238_SECRET = 'GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ';

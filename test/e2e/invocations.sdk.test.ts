@@ -3,7 +3,7 @@ import { BadRequestError, ConflictError, NotFoundError, RateLimitError } from '@
 import type { InvocationFollowResponse } from '@onkernel/sdk/resources/invocations';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detailFields, recordingFetch, rejection, unique } from './support/sdk.js';
-import { cleanupServices, collect, startService, type RunningService } from './support/service.js';
+import { cleanupServices, collect, startService, type RunningService } from '../support/service.js';
 
 let service: RunningService;
 let admin: Kernel;

@@ -5,7 +5,7 @@ import { chromium } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { rejection, unique } from './support/sdk.js';
-import { cleanupServices, startService } from './support/service.js';
+import { cleanupServices, startService } from '../support/service.js';
 
 /**
  * Sessions outlive a killed service: kill -9 leaves the agents running (each in its own

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { rawConversation } from './support/raw-http.js';
 import { unique } from './support/sdk.js';
-import { cleanupServices, eventually, LISTENING_MSG, postgresPids, startService, type RunningService } from './support/service.js';
+import { cleanupServices, LISTENING_MSG, postgresPids, startService, type RunningService } from '../support/service.js';
+import { eventually } from '../support/eventually.js';
 
 const messages = (service: RunningService) => service.logs().map((line) => line.msg);
 const LEFTOVER_WARNING = 'stopping a Postgres server left running by an earlier run';
@@ -27,7 +28,7 @@ function expectCleanStop(service: RunningService, signal: NodeJS.Signals) {
 async function requestInFlight(service: RunningService, body: string) {
   const conversation = rawConversation(service.url);
   conversation.sendHead('POST', '/org/projects', { Authorization: `Bearer ${service.adminKey}` }, Buffer.byteLength(body));
-  await eventually(conversation.continued, 10_000, '100 Continue');
+  await eventually(conversation.continued, { timeoutMs: 10_000, intervalMs: 50, what: '100 Continue' });
   return conversation;
 }
 
@@ -76,7 +77,7 @@ describe('graceful shutdown', () => {
     expect(postgresPids(service.dataDir)).not.toHaveLength(0); // the database outlives the drain
 
     held.socket.write(body);
-    const response = await eventually(held.response, 10_000, 'the response');
+    const response = await eventually(held.response, { timeoutMs: 10_000, intervalMs: 50, what: 'the response' });
     expect(response.status).toBe(200);
     expect(JSON.parse(response.body)).toMatchObject({ name, status: 'active' });
     held.socket.destroy();
@@ -98,7 +99,7 @@ describe('graceful shutdown', () => {
       level: 'warn',
       timeoutMs: 300,
     });
-    await eventually(held.closed, 5_000, 'the held connection to close');
+    await eventually(held.closed, { timeoutMs: 5_000, intervalMs: 50, what: 'the held connection to close' });
     expectCleanStop(service, 'SIGTERM');
   });
 
@@ -112,7 +113,7 @@ describe('graceful shutdown', () => {
     const reading = (async () => {
       for await (const frame of stream) frames.push(frame);
     })();
-    await eventually(() => frames.length > 0, 10_000, 'the first state frame');
+    await eventually(() => frames.length > 0, { timeoutMs: 10_000, intervalMs: 50, what: 'the first state frame' });
 
     const exit = await service.stop('SIGTERM');
     await reading;
@@ -199,7 +200,7 @@ describe('after SIGKILL', () => {
 
     await first.kill();
     process.kill(postmaster!, 'SIGKILL');
-    await eventually(() => postgresPids(first.dataDir).length === 0, 10_000, 'the postmaster to die');
+    await eventually(() => postgresPids(first.dataDir).length === 0, { timeoutMs: 10_000, intervalMs: 50, what: 'the postmaster to die' });
 
     const second = await startService({ dataDir: first.dataDir });
     await expect(second.client(first.adminKey).projects.retrieve(project.id)).resolves.toMatchObject({ name: project.name });

@@ -6,7 +6,7 @@ import { AuthenticationError, PermissionDeniedError } from '@onkernel/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { configSchema } from '../../api/src/config.js';
 import { unique } from './support/sdk.js';
-import { cleanupServices, collect, createDataDir, runMain, startService, type RunningService } from './support/service.js';
+import { cleanupServices, collect, createDataDir, runMain, startService, type RunningService } from '../support/service.js';
 
 const messages = (service: RunningService) => service.logs().map((line) => line.msg);
 

@@ -3,8 +3,9 @@ import { ConflictError, NotFoundError } from '@onkernel/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConnectionFollowResponse } from '@onkernel/sdk/resources/auth/connections.js';
 import { EMAIL, PASSWORD, startLoginSites, TOTP_SECRET, USERNAME, type LoginSites, type LoginShape } from '../fixtures/login-sites/server.js';
+import { eventually } from '../support/eventually.js';
 import { unique } from './support/sdk.js';
-import { cleanupServices, startService, type RunningService } from './support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
 /**
  * Managed auth through the official SDK against the built service: a connection, a login
@@ -171,12 +172,12 @@ describe('managed auth through the SDK', () => {
     expect(first.at(-1)).toMatchObject({ flow_status: 'SUCCESS' });
     sites.expireSessions('single');
     await kernel.auth.connections.update(conn.id, { health_checks: true, health_check_interval: 2 });
-    const deadline = Date.now() + 120_000;
-    let current = await kernel.auth.connections.retrieve(conn.id);
-    while (!(current.flow_type === 'REAUTH' && current.flow_status === 'SUCCESS') && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      current = await kernel.auth.connections.retrieve(conn.id);
-    }
+    const current = await eventually(() => kernel.auth.connections.retrieve(conn.id), {
+      timeoutMs: 120_000,
+      intervalMs: 500,
+      what: 'a successful re-auth',
+      accept: (c) => c.flow_type === 'REAUTH' && c.flow_status === 'SUCCESS',
+    });
     await kernel.auth.connections.update(conn.id, { health_checks: false });
     expect(current).toMatchObject({ flow_type: 'REAUTH', flow_status: 'SUCCESS', status: 'AUTHENTICATED' });
     const timeline = [];

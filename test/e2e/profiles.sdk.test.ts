@@ -4,7 +4,7 @@ import type { Profile } from '@onkernel/sdk/resources/browsers/browsers';
 import { decompress } from 'fzstd';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detailFields, recordingFetch, rejection, unique } from './support/sdk.js';
-import { cleanupServices, startService, type RunningService } from './support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
 let service: RunningService;
 let admin: Kernel;

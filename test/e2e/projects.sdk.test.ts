@@ -3,7 +3,7 @@ import { BadRequestError, ConflictError, NotFoundError } from '@onkernel/sdk';
 import type { Project } from '@onkernel/sdk/resources/projects/projects';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detailFields, recordingFetch, rejection, unique } from './support/sdk.js';
-import { cleanupServices, collect, startService, type RunningService } from './support/service.js';
+import { cleanupServices, collect, startService, type RunningService } from '../support/service.js';
 
 const ORG_SESSION_LIMIT = 50;
 

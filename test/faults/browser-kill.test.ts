@@ -2,9 +2,10 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually } from '../support/eventually.js';
 import { processGroupsMentioning } from '../../api/src/runtime/agent-process.js';
 import type { BrowserRecord } from '../../api/src/runtime/browser-records.js';
-import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
 /**
  * Chromium, and separately its agent, killed with SIGKILL while a Playwright client is
@@ -60,16 +61,6 @@ function alive(pid: number): boolean {
   return stat !== '' && stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
 }
 
-async function until<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined | false> | T | undefined | false): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what} not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 /** Connects Playwright over the session's cdp_ws_url and keeps it busy (an evaluate every 50 ms) until the connection goes. */
 async function connectBusyClient(cdpWsUrl: string): Promise<{ disconnectedAt: Promise<number>; lastError: () => string | undefined; page: Page }> {
   const browser = await chromium.connectOverCDP(cdpWsUrl, { timeout: 60_000 });
@@ -91,13 +82,13 @@ async function connectBusyClient(cdpWsUrl: string): Promise<{ disconnectedAt: Pr
     }
   })();
   // It is working: the counter moves.
-  await until('the client to be working', 10_000, async () => Number(await page.textContent('#n')) > 3);
+  await eventually(async () => Number(await page.textContent('#n')) > 3, { timeoutMs: 10_000, intervalMs: 100, what: 'the client to be working' });
   return { disconnectedAt, lastError: () => lastError, page };
 }
 
 /** Everything of a browser is gone: agent, Chromium, work dir, the runtime's record. */
 async function expectNothingLeft(rec: BrowserRecord): Promise<void> {
-  await until('the agent and Chromium to exit', 15_000, () => !alive(rec.agentPid) && !(rec.browserPid && alive(rec.browserPid)));
+  await eventually(() => !alive(rec.agentPid) && !(rec.browserPid && alive(rec.browserPid)), { timeoutMs: 15_000, intervalMs: 100, what: 'the agent and Chromium to exit' });
   expect(await processGroupsMentioning(rec.workDir)).toEqual([]);
   expect(existsSync(rec.workDir), rec.workDir).toBe(false);
   expect(existsSync(path.join(service.dataDir, 'browsers', `${rec.browserId}.json`))).toBe(false);
@@ -122,7 +113,7 @@ describe.each(Object.entries(kills))('SIGKILL of %s under a live CDP client', (w
     const killedAt = Date.now();
     process.kill(kill.target(rec), 'SIGKILL');
     const noticeMs = (await Promise.race([client.disconnectedAt, new Promise<number>((r) => setTimeout(() => r(Number.NaN), 15_000))])) - killedAt;
-    const endedAfter = await until('the session to end', SESSION_END_BOUND_MS, async () => (await call('GET', `/browsers/${id}`)).status === 404 && Date.now());
+    const endedAfter = await eventually(async () => (await call('GET', `/browsers/${id}`)).status === 404 && Date.now(), { timeoutMs: SESSION_END_BOUND_MS, intervalMs: 100, what: 'the session to end' });
     console.log(JSON.stringify({ killed: what, clientNoticeMs: noticeMs, clientError: client.lastError(), sessionEndedMs: endedAfter - killedAt }));
 
     expect(noticeMs).toBeLessThan(CLIENT_NOTICE_BOUND_MS);
@@ -138,7 +129,7 @@ describe('SIGKILL of a leased pool browser’s Chromium under a live CDP client'
     const name = `kill-pool-${Date.now().toString(36)}`;
     const pool = await call('POST', '/browser_pools', { name, size: 1, headless: true, fill_rate_per_minute: 6000, timeout_seconds: 600 });
     expect(pool.status, JSON.stringify(pool.body)).toBe(200);
-    await until('the pool to warm', 60_000, async () => (await call('GET', `/browser_pools/${name}`)).body?.available_count === 1);
+    await eventually(async () => (await call('GET', `/browser_pools/${name}`)).body?.available_count === 1, { timeoutMs: 60_000, intervalMs: 100, what: 'the pool to warm' });
     const lease = await call('POST', `/browser_pools/${name}/acquire`, { acquire_timeout_seconds: 10 });
     expect(lease.status, JSON.stringify(lease.body)).toBe(200);
     const id = String(lease.body!.session_id);
@@ -149,11 +140,14 @@ describe('SIGKILL of a leased pool browser’s Chromium under a live CDP client'
     const killedAt = Date.now();
     process.kill(-rec.browserPid!, 'SIGKILL');
     const noticeMs = (await client.disconnectedAt) - killedAt;
-    await until('the leased session to end', SESSION_END_BOUND_MS, async () => (await call('GET', `/browsers/${id}`)).status === 404);
-    const refilled = await until('the pool to warm a replacement', 60_000, async () => {
-      const body = (await call('GET', `/browser_pools/${name}`)).body;
-      return body?.available_count === 1 && body.acquired_count === 0 && Date.now();
-    });
+    await eventually(async () => (await call('GET', `/browsers/${id}`)).status === 404, { timeoutMs: SESSION_END_BOUND_MS, intervalMs: 100, what: 'the leased session to end' });
+    const refilled = await eventually(
+      async () => {
+        const body = (await call('GET', `/browser_pools/${name}`)).body;
+        return body?.available_count === 1 && body.acquired_count === 0 && Date.now();
+      },
+      { timeoutMs: 60_000, intervalMs: 100, what: 'the pool to warm a replacement' },
+    );
     console.log(JSON.stringify({ killed: 'pool Chromium', clientNoticeMs: noticeMs, refilledMs: refilled - killedAt }));
 
     expect(noticeMs).toBeLessThan(CLIENT_NOTICE_BOUND_MS);

@@ -4,7 +4,8 @@ import path from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
 import { unique } from '../e2e/support/sdk.js';
-import { cleanupServices, eventually, postgresPids, startService, type RunningService } from '../e2e/support/service.js';
+import { cleanupServices, postgresPids, startService, type RunningService } from '../support/service.js';
+import { eventually } from '../support/eventually.js';
 
 /**
  * The embedded Postgres of a running service (the built one, no DATABASE_URL) freezes:
@@ -126,7 +127,7 @@ describe('the embedded Postgres freezes under a running service', () => {
     const worstMs = Math.max(...during.map((o) => o.ms));
 
     // Back: the same read works, and the backends of connections given up on end.
-    const recovered = await eventually(async () => ((await keyedRead(service, key, route)).status === 200 ? true : undefined), 30_000, 'a keyed read to work again');
+    const recovered = await eventually(async () => ((await keyedRead(service, key, route)).status === 200 ? true : undefined), { timeoutMs: 30_000, intervalMs: 50, what: 'a keyed read to work again' });
     const db2 = await adminClient(service);
     let after = await serviceConnections(db2);
     await eventually(
@@ -134,8 +135,7 @@ describe('the embedded Postgres freezes under a running service', () => {
         after = await serviceConnections(db2);
         return after.total <= before.total;
       },
-      30_000,
-      `the service's connections back to ${before.total}`,
+      { timeoutMs: 30_000, intervalMs: 50, what: `the service's connections back to ${before.total}` },
     ).catch(() => undefined);
     await db2.end();
     // And the pool is whole: twice its size of reads at once all succeed.

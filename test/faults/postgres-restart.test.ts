@@ -2,7 +2,9 @@ import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from 'vitest';
-import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
+import { eventually } from '../support/eventually.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
+import { sseBlocks } from '../support/sse.js';
 import { startOwnedPostgres, type OwnedPostgres } from './support/postgres.js';
 
 /**
@@ -165,20 +167,12 @@ function followInvocation(id: string): { done: Promise<string>; reconnects: () =
           await new Promise((resolve) => setTimeout(resolve, 500));
           continue;
         }
-        const decoder = new TextDecoder();
-        let buffer = '';
-        for await (const chunk of res.body!) {
-          buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-          let cut: number;
-          while ((cut = buffer.indexOf('\n\n')) >= 0) {
-            const frame = buffer.slice(0, cut);
-            buffer = buffer.slice(cut + 2);
-            const data = frame.split('\n').find((line) => line.startsWith('data:'));
-            if (!data) continue;
-            const payload = JSON.parse(data.slice(5)) as { event: string; invocation?: { status: string }; error?: { code: string } };
-            if (payload.event === 'invocation_state') last = payload.invocation!.status;
-            if (payload.event === 'error') errors.push(payload.error!.code);
-          }
+        for await (const block of sseBlocks(res.body!)) {
+          const data = block.data[0];
+          if (data === undefined) continue;
+          const payload = JSON.parse(data) as { event: string; invocation?: { status: string }; error?: { code: string } };
+          if (payload.event === 'invocation_state') last = payload.invocation!.status;
+          if (payload.event === 'error') errors.push(payload.error!.code);
         }
       } catch (error) {
         errors.push(`stream failed: ${String(error)}`);
@@ -200,16 +194,6 @@ async function query<T extends pg.QueryResultRow>(sql: string, params: unknown[]
   }
 }
 
-async function until<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined | false>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check().catch(() => undefined);
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what} not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 beforeAll(async () => {
   postgres = await startOwnedPostgres();
   service = await startService({
@@ -224,7 +208,7 @@ beforeAll(async () => {
   const session = await call('POST', '/browsers', { headless: true, timeout_seconds: 600 });
   expect(session.status, JSON.stringify(session.body)).toBe(200);
   sessionId = String(session.body!.session_id);
-  await until('the pool to be full', 60_000, async () => (await call('GET', `/browser_pools/${poolName}`)).body?.available_count === 2);
+  await eventually(async () => (await call('GET', `/browser_pools/${poolName}`)).body?.available_count === 2, { timeoutMs: 60_000, intervalMs: 100, what: 'the pool to be full', retryErrors: true });
 }, 180_000);
 
 afterAll(async () => {
@@ -254,28 +238,34 @@ describe.each([
       query(`SELECT 1 FROM browser_sessions WHERE deleted_at IS NULL AND phase = 'starting' AND (pool_id IS NOT NULL) = $1`, [pooled]);
     // A flush ends only idle browsers, and the load's acquirers (four, on a pool of two) may
     // hold both at the moment it lands: flush again until one is ended and being replaced.
-    await until('a pool launch in flight', 60_000, async () => {
-      if ((await starting(true)).length > 0) return true;
-      await call('POST', `/browser_pools/${poolName}/flush`);
-      await new Promise((resolve) => setTimeout(resolve, 250));
-      return (await starting(true)).length > 0;
-    });
+    await eventually(
+      async () => {
+        if ((await starting(true)).length > 0) return true;
+        await call('POST', `/browser_pools/${poolName}/flush`);
+        await new Promise((resolve) => setTimeout(resolve, 250));
+        return (await starting(true)).length > 0;
+      },
+      { timeoutMs: 60_000, intervalMs: 100, what: 'a pool launch in flight', retryErrors: true },
+    );
     const inFlight = call('POST', '/browsers', { headless: true, timeout_seconds: 600 }, 'in_flight_create');
-    const launching = await until('a create and a pool launch in flight', 20_000, async () => {
-      const rows = await query<{ id: string; pooled: boolean }>(
-        `SELECT id, pool_id IS NOT NULL AS pooled FROM browser_sessions WHERE deleted_at IS NULL AND phase = 'starting'`,
-      );
-      // The pool's launch may finish first on a slow machine: end an idle browser again.
-      if (!rows.some((r) => r.pooled)) await call('POST', `/browser_pools/${poolName}/flush`);
-      return rows.some((r) => r.pooled) && rows.some((r) => !r.pooled) && rows.map((r) => r.id);
-    });
+    const launching = await eventually(
+      async () => {
+        const rows = await query<{ id: string; pooled: boolean }>(
+          `SELECT id, pool_id IS NOT NULL AS pooled FROM browser_sessions WHERE deleted_at IS NULL AND phase = 'starting'`,
+        );
+        // The pool's launch may finish first on a slow machine: end an idle browser again.
+        if (!rows.some((r) => r.pooled)) await call('POST', `/browser_pools/${poolName}/flush`);
+        return rows.some((r) => r.pooled) && rows.some((r) => !r.pooled) && rows.map((r) => r.id);
+      },
+      { timeoutMs: 20_000, intervalMs: 100, what: 'a create and a pool launch in flight', retryErrors: true },
+    );
 
     const down = Date.now();
     await takeAway();
     const stopped = Date.now();
     // The outage lasts until both launches have finished, so recording them finds no database.
     const launched = (id: string) => service.logs().some((line) => line.msg === 'browser launched' && line.browser_id === id);
-    await until('the in-flight launches to finish', 45_000, () => Promise.resolve(launching.every(launched)));
+    await eventually(() => Promise.resolve(launching.every(launched)), { timeoutMs: 45_000, intervalMs: 100, what: 'the in-flight launches to finish', retryErrors: true });
     await new Promise((resolve) => setTimeout(resolve, Math.max(1_000, OUTAGE_MS - (Date.now() - stopped))));
     const restarting = Date.now();
     await postgres.start();
@@ -286,7 +276,7 @@ describe.each([
     const recoveredAfter: Record<string, number> = {};
     await Promise.all(
       Object.entries(ops).map(async ([kind, op]) => {
-        await until(`${kind} to succeed again`, RECOVERY_BOUND_MS, async () => ok(await op()));
+        await eventually(async () => ok(await op()), { timeoutMs: RECOVERY_BOUND_MS, intervalMs: 100, what: `${kind} to succeed again`, retryErrors: true });
         recoveredAfter[kind] = Date.now() - up;
       }),
     );
@@ -340,25 +330,31 @@ describe.each([
     await expect(Promise.race([events.done, new Promise((resolve) => setTimeout(() => resolve('no terminal state within 15 s'), 15_000))])).resolves.toBe('succeeded');
 
     // No session stuck in 'starting', no browser without a live session, the pool full and unleased.
-    await until('no session stuck in starting', 45_000, async () => (await query(`SELECT 1 FROM browser_sessions WHERE deleted_at IS NULL AND phase = 'starting'`)).length === 0);
+    await eventually(async () => (await query(`SELECT 1 FROM browser_sessions WHERE deleted_at IS NULL AND phase = 'starting'`)).length === 0, { timeoutMs: 45_000, intervalMs: 100, what: 'no session stuck in starting', retryErrors: true });
     if (ok(createAnswer)) expect((await call('GET', `/browsers/${String(createAnswer.body!.session_id)}`)).status).toBe(200);
-    await until('the pool to be full and unleased', 45_000, async () => {
-      const pool = (await call('GET', `/browser_pools/${poolName}`)).body;
-      return pool?.available_count === 2 && pool.acquired_count === 0;
-    }).catch(async (error: unknown) => {
+    await eventually(
+      async () => {
+        const pool = (await call('GET', `/browser_pools/${poolName}`)).body;
+        return pool?.available_count === 2 && pool.acquired_count === 0;
+      },
+      { timeoutMs: 45_000, intervalMs: 100, what: 'the pool to be full and unleased', retryErrors: true },
+    ).catch(async (error: unknown) => {
       const rows = await query(`SELECT id, phase, leased_at, lease_seq, deleted_reason FROM browser_sessions WHERE pool_id IS NOT NULL AND deleted_at IS NULL`);
       const leases = load.outcomes.filter((o) => o.kind === 'acquire' && o.status === 200).map((o) => o.body?.session_id);
       throw new Error(`${String(error)}: pool ${JSON.stringify((await call('GET', `/browser_pools/${poolName}`)).body)}, rows ${JSON.stringify(rows)}, acquired ${JSON.stringify(leases.slice(-5))}, held ${JSON.stringify([...load.leases])}`);
     });
     const live = new Set((await query<{ id: string }>('SELECT id FROM browser_sessions WHERE deleted_at IS NULL')).map((r) => r.id));
-    await until('every browser record to belong to a live session', 30_000, () => Promise.resolve(browserRecords().every((id) => live.has(id))));
+    await eventually(() => Promise.resolve(browserRecords().every((id) => live.has(id))), { timeoutMs: 30_000, intervalMs: 100, what: 'every browser record to belong to a live session', retryErrors: true });
     expect(browserRecords().sort()).toEqual([...live].sort());
 
     // The pool's connections come back to their level: no client lost to a dead server is still counted.
-    const after = await until('connections back to their level', 30_000, async () => {
-      const now = await postgres.connections();
-      return (now.browserplane ?? 0) <= POOL_MAX && now['browserplane-events'] === 1 && now;
-    });
+    const after = await eventually(
+      async () => {
+        const now = await postgres.connections();
+        return (now.browserplane ?? 0) <= POOL_MAX && now['browserplane-events'] === 1 && now;
+      },
+      { timeoutMs: 30_000, intervalMs: 100, what: 'connections back to their level', retryErrors: true },
+    );
     console.log(JSON.stringify({ connectionsAfter: after }));
     expect(after.browserplane ?? 0).toBeLessThanOrEqual(Math.max(before.browserplane ?? 0, POOL_MAX));
   });

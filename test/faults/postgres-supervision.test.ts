@@ -2,7 +2,8 @@ import { appendFile, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
 import { unique } from '../e2e/support/sdk.js';
-import { cleanupServices, eventually, postgresPids, startService, type RunningService } from '../e2e/support/service.js';
+import { cleanupServices, postgresPids, startService, type RunningService } from '../support/service.js';
+import { eventually } from '../support/eventually.js';
 
 /**
  * The embedded Postgres of a running service (the built one, started as a user starts
@@ -96,13 +97,12 @@ describe('the embedded Postgres dies under a running service', () => {
 
     const killedAt = Date.now();
     process.kill(oldPid, 'SIGKILL');
-    const ready = await eventually<Sample | undefined>(
+    const ready = await eventually<Sample>(
       async () => {
         const readyz = await get(service, '/readyz');
         return readyz.status === 200 && readyz.at > killedAt + 200 ? readyz : undefined;
       },
-      60_000,
-      '/readyz to answer 200 again after the kill',
+      { timeoutMs: 60_000, intervalMs: 50, what: '/readyz to answer 200 again after the kill' },
     );
     await probes.stop();
     const after = probes.samples.filter((s) => s.at >= killedAt);
@@ -179,13 +179,12 @@ describe('the embedded Postgres dies under a running service', () => {
 
     const killedAt = Date.now();
     process.kill(pid, 'SIGKILL');
-    const failedHealth = await eventually<Sample | undefined>(
+    const failedHealth = await eventually<Sample>(
       async () => {
         const healthz = await get(service, '/healthz');
         return healthz.status !== 200 ? healthz : undefined;
       },
-      60_000,
-      '/healthz to fail',
+      { timeoutMs: 60_000, intervalMs: 50, what: '/healthz to fail' },
     );
     await new Promise((resolve) => setTimeout(resolve, 300));
     await probes.stop();

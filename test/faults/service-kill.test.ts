@@ -3,7 +3,8 @@ import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PASSWORD, startLoginSites, USERNAME, type LoginSites } from '../fixtures/login-sites/server.js';
 import { unique } from '../e2e/support/sdk.js';
-import { cleanupServices, eventually, startService, type LogLine, type RunningService } from '../e2e/support/service.js';
+import { cleanupServices, startService, type LogLine, type RunningService } from '../support/service.js';
+import { eventually } from '../support/eventually.js';
 import { assertAgentBuilt, connectDatabase, orphanedBrowsers, processTable, seededRandom, transientRows, workDirOf } from './support/accounting.js';
 import { killWhenStateFileAppears } from './support/kill-points.js';
 import { acquire, cdpAnswers, clearError, describeError, settle, tally, type PoolLease, type Seen } from './support/operations.js';
@@ -66,7 +67,7 @@ describe('the service killed with SIGKILL in the middle of operations', () => {
       let kernel = service.client();
 
       const pool = await kernel.browserPools.create({ name: unique('faults'), size: POOL_SIZE, headless: true, fill_rate_per_minute: 1000, timeout_seconds: 300 });
-      await eventually(async () => (await kernel.browserPools.retrieve(pool.id)).available_count === POOL_SIZE, 90_000, 'the pool to fill');
+      await eventually(async () => (await kernel.browserPools.retrieve(pool.id)).available_count === POOL_SIZE, { timeoutMs: 90_000, intervalMs: 50, what: 'the pool to fill' });
       // A login waiting for a person's input when the service dies.
       const connection = await kernel.auth.connections.create({
         domain: sites.domain('single'),
@@ -76,7 +77,7 @@ describe('the service killed with SIGKILL in the middle of operations', () => {
         save_credentials: false,
       });
       await kernel.auth.connections.login(connection.id);
-      await eventually(async () => (await kernel.auth.connections.retrieve(connection.id)).flow_step === 'AWAITING_INPUT', 90_000, 'the login to ask for input');
+      await eventually(async () => (await kernel.auth.connections.retrieve(connection.id)).flow_step === 'AWAITING_INPUT', { timeoutMs: 90_000, intervalMs: 50, what: 'the login to ask for input' });
       const flowSessionId = await flowBrowser(service, connection.id);
       const firstKillAt = { at: 0 };
       /** How long no service ran (kill to listening), summed: the flow sweep cannot run then. */
@@ -129,7 +130,7 @@ describe('the service killed with SIGKILL in the middle of operations', () => {
           ({ running } = await checkCreates(kernel, check, cycle));
           await checkDeletes(kernel, check, cycle);
           held = await checkLeases(kernel, check, pool.id, cycle);
-          await eventually(async () => poolIsFull(check, pool.id), 90_000, `pool ${pool.id} to refill to ${POOL_SIZE}`);
+          await eventually(async () => poolIsFull(check, pool.id), { timeoutMs: 90_000, intervalMs: 50, what: `pool ${pool.id} to refill to ${POOL_SIZE}` });
           expect(await settledAccounting(check, service, servicePids), 'orphaned browsers after the pool refilled').toEqual([]);
         } finally {
           await check.end();
@@ -162,8 +163,7 @@ describe('the service killed with SIGKILL in the middle of operations', () => {
             );
             return rows[0]?.status === 'IN_PROGRESS' ? undefined : rows[0];
           },
-          Math.max(1, firstKillAt.at + STALE_AND_BEAT_MS + downtimeMs + 15_000 - Date.now()),
-          'the interrupted login flow to end',
+          { timeoutMs: Math.max(1, firstKillAt.at + STALE_AND_BEAT_MS + downtimeMs + 15_000 - Date.now()), intervalMs: 50, what: 'the interrupted login flow to end' },
         );
         expect(failed, 'the interrupted login flow').toMatchObject({ status: 'FAILED', error_code: 'flow_interrupted' });
         const failedAfterMs = failed.finished_at!.getTime() - firstKillAt.at;
@@ -171,7 +171,7 @@ describe('the service killed with SIGKILL in the middle of operations', () => {
         // 30 s of silence and the next 5 s beat of a running service (plus a little for a busy machine).
         expect(failedAfterMs, 'the interrupted flow failed within the liveness window').toBeLessThan(STALE_AND_BEAT_MS + downtimeMs + 5_000);
         if (flowSessionId) {
-          await eventually(async () => (await db.query('SELECT 1 FROM browser_sessions WHERE id = $1 AND deleted_at IS NULL', [flowSessionId])).rowCount === 0, 30_000, 'the flow’s browser to close');
+          await eventually(async () => (await db.query('SELECT 1 FROM browser_sessions WHERE id = $1 AND deleted_at IS NULL', [flowSessionId])).rowCount === 0, { timeoutMs: 30_000, intervalMs: 50, what: 'the flow’s browser to close' });
           expect((await processTable()).filter((p) => p.cmdline.includes(`${workDirOf(flowSessionId)}/`)), 'processes of the flow’s browser').toEqual([]);
         }
         await loginSucceeds(kernel, connection.id);
@@ -219,13 +219,12 @@ async function killMoment(moment: KillMoment, { db, random, cycle }: { db: pg.Cl
   if (moment === 'requests-sent') await new Promise((resolve) => setTimeout(resolve, 30));
   else if (moment === 'creates-answering') {
     // Half the creates answered 200; the others still launch.
-    await eventually(() => cycle.creates.filter((c) => c.seen.ok).length >= CREATES / 2, 60_000, 'half the creates to answer');
+    await eventually(() => cycle.creates.filter((c) => c.seen.ok).length >= CREATES / 2, { timeoutMs: 60_000, intervalMs: 50, what: 'half the creates to answer' });
   } else if (moment === 'chromium-launching') {
     // Several creates admitted and their agents spawned (recorded), none of them ready yet.
     await eventually(
       async () => (await db.query(`SELECT 1 FROM browser_sessions WHERE phase = 'starting' AND deleted_at IS NULL AND pool_id IS NULL`)).rowCount! >= 3,
-      30_000,
-      'creates to be launching',
+      { timeoutMs: 30_000, intervalMs: 50, what: 'creates to be launching' },
     );
   } else await new Promise((resolve) => setTimeout(resolve, Math.floor(random() * RANDOM_WINDOW_MS)));
   return Date.now() - sent;

@@ -17,7 +17,8 @@ import { EmbeddedPostgres } from '../../api/src/db/embedded-postgres.js';
 import { createLogger } from '../../api/src/logger.js';
 import { API_VERSION, PLURALS } from '../../contract/kinds.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from '../k8s/support/kube.js';
-import { freePort, POD_UID, processStatus, startPod, waitUntil, type Pod } from './support/containers.js';
+import { eventually } from '../support/eventually.js';
+import { freePort, POD_UID, processStatus, startPod, type Pod } from './support/containers.js';
 
 const API_KEY = randomBytes(32).toString('base64url');
 const ENCRYPTION_KEY = randomBytes(32).toString('base64');
@@ -87,7 +88,7 @@ describe('the api/operator image', () => {
     );
     const url = `http://127.0.0.1:${port}`;
     api = { pod, url };
-    await waitUntil('the API is ready', async () => (await fetch(`${url}/readyz`)).status === 200, 90_000, async () => (await pod.logs()).slice(-4000));
+    await eventually(async () => (await fetch(`${url}/readyz`)).status === 200, { timeoutMs: 90_000, intervalMs: 250, what: 'the API is ready', retryErrors: true, detail: async () => (await pod.logs()).slice(-4000) });
 
     const status = await processStatus(await pod.pid());
     expect(status.Uid?.split('\t')).toEqual(Array(4).fill(String(POD_UID)));
@@ -135,13 +136,12 @@ describe('the api/operator image', () => {
         seccomp: 'runtime-default',
       }),
     );
-    await waitUntil('the operator leads', async () => (await pod.logs()).includes('leading: starting controllers'), 60_000, async () => (await pod.logs()).slice(-4000));
+    await eventually(async () => (await pod.logs()).includes('leading: starting controllers'), { timeoutMs: 60_000, intervalMs: 250, what: 'the operator leads', retryErrors: true, detail: async () => (await pod.logs()).slice(-4000) });
     const lease = await rawRequest('GET', `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases/browserplane-operator`);
     expect(lease.status).toBe(200);
     expect((lease.body.spec as { holderIdentity: string }).holderIdentity).toBe(identity);
-    await waitUntil('the operator is ready', async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status === 200, 30_000, async () =>
-      JSON.stringify(await (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).json()) + '\n' + (await pod.logs()).slice(-3000),
-    );
+    await eventually(async () => (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status === 200, { timeoutMs: 30_000, intervalMs: 250, what: 'the operator is ready', retryErrors: true, detail: async () =>
+      JSON.stringify(await (await fetch(`http://127.0.0.1:${healthPort}/readyz`)).json()) + '\n' + (await pod.logs()).slice(-3000) });
   });
 
   it('creates a session in Kubernetes mode: a BrowserSession resource, which the operator turns into a browser pod of the browser image', async () => {
@@ -155,22 +155,23 @@ describe('the api/operator image', () => {
     }).catch(() => undefined);
     const sessions = `/apis/${API_VERSION}/namespaces/${namespace}/${PLURALS.BrowserSession}`;
     let items: { metadata: { name: string } }[] = [];
-    await waitUntil(
-      'a BrowserSession exists',
+    await eventually(
       async () => {
         items = (await rawRequest('GET', sessions)).body.items as typeof items;
         return items.length > 0;
       },
-      30_000,
-      async () => (await api.pod.logs()).slice(-4000),
+      { timeoutMs: 30_000, intervalMs: 250, what: 'a BrowserSession exists', retryErrors: true, detail: async () => (await api.pod.logs()).slice(-4000) },
     );
     expect(items).toHaveLength(1);
     const core = kubeConfig().makeApiClient(CoreV1Api);
     let podList: Awaited<ReturnType<CoreV1Api['listNamespacedPod']>> | undefined;
-    await waitUntil('the operator created the browser pod', async () => {
-      podList = await core.listNamespacedPod({ namespace });
-      return podList.items.length > 0;
-    }, 30_000);
+    await eventually(
+      async () => {
+        podList = await core.listNamespacedPod({ namespace });
+        return podList.items.length > 0;
+      },
+      { timeoutMs: 30_000, intervalMs: 250, what: 'the operator created the browser pod', retryErrors: true },
+    );
     const browserPod = podList!.items[0]!;
     expect(browserPod.spec!.containers[0]!.image).toBe(inject('images').browser);
     expect(browserPod.spec!.securityContext).toMatchObject({ runAsUser: POD_UID, runAsNonRoot: true });

@@ -12,8 +12,9 @@ import { randomBytes } from 'node:crypto';
 import { readlink } from 'node:fs/promises';
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { eventually } from '../support/eventually.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
-import { commandLine, freePort, POD_UID, processStatus, processTree, startPod, waitUntil, type Pod } from './support/containers.js';
+import { commandLine, freePort, POD_UID, processStatus, processTree, startPod, type Pod } from './support/containers.js';
 
 let pages: TestPageServer;
 
@@ -69,7 +70,7 @@ async function startBrowserPod(options: { seccomp: 'runtime-default' | 'unconfin
     health: async () => (await (await fetch(`${url}/health`, { headers: auth })).json()) as Awaited<ReturnType<BrowserPod['health']>>,
   };
   try {
-    await waitUntil('the agent is ready', async () => (await browserPod.health()).status === 'ready', 60_000, async () => (await pod.running()) + '\n' + (await pod.logs()).slice(-4000));
+    await eventually(async () => (await browserPod.health()).status === 'ready', { timeoutMs: 60_000, intervalMs: 250, what: 'the agent is ready', retryErrors: true, detail: async () => (await pod.running()) + '\n' + (await pod.logs()).slice(-4000) });
   } catch (error) {
     // No test holds the pod yet: remove it here, or a failed start leaves it behind.
     await pod.remove();
@@ -186,9 +187,9 @@ describe('the browser image under the runtime default seccomp profile (podman), 
     // Window at 0,0 (--window-position); the input is at the top left of the page.
     const box = await page.evaluate<{ x: number; y: number }>('({ x: screenX + (outerWidth - innerWidth), y: screenY + (outerHeight - innerHeight) })');
     await post('click_mouse', { x: box.x + 100, y: box.y + 30 });
-    await waitUntil('the page saw the click', async () => (await page.evaluate<number>('clicks.length')) > 0, 10_000);
+    await eventually(async () => (await page.evaluate<number>('clicks.length')) > 0, { timeoutMs: 10_000, intervalMs: 250, what: 'the page saw the click', retryErrors: true });
     await post('type', { text: 'typed in the pod' });
-    await waitUntil('the input holds the typed text', async () => (await page.inputValue('#text')) === 'typed in the pod', 10_000);
+    await eventually(async () => (await page.inputValue('#text')) === 'typed in the pod', { timeoutMs: 10_000, intervalMs: 250, what: 'the input holds the typed text', retryErrors: true });
   });
 
   it('applies chrome_policy from the policy emptyDir', async () => {

@@ -6,7 +6,9 @@ import { createAppServices } from '../../api/src/app-services.js';
 import { systemClock } from '../../api/src/clock.js';
 import { createPgEventHub } from '../../api/src/events/hub.js';
 import { EMAIL, PASSWORD, startLoginSites, TOTP_SECRET, USERNAME, type LoginSites } from '../fixtures/login-sites/server.js';
+import { eventually } from '../support/eventually.js';
 import { HttpClient } from '../support/http.js';
+import { openSse } from '../support/sse.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
 /**
@@ -36,50 +38,34 @@ type Field = { id: string; type: string; ref: string };
 
 /** Reads an SSE response to its end (or `limitMs`), returning every data frame parsed. */
 async function collectEvents(path: string, limitMs = 90_000, base?: string): Promise<{ frames: Json[]; ended: boolean }> {
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), limitMs);
-  const frames: Json[] = [];
-  let ended = false;
+  const limit = new AbortController();
+  const timer = setTimeout(() => limit.abort(), limitMs);
   try {
-    const res = await fetch((base ?? app.url) + path, { headers: { authorization: `Bearer ${app.tenant.adminKey}`, accept: 'text/event-stream' }, signal: controller.signal });
-    expect(res.status).toBe(200);
-    const decoder = new TextDecoder();
-    let buffer = '';
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buffer += decoder.decode(chunk, { stream: true });
-      let at: number;
-      while ((at = buffer.indexOf('\n\n')) >= 0) {
-        const frame = buffer.slice(0, at);
-        buffer = buffer.slice(at + 2);
-        const data = frame
-          .split('\n')
-          .filter((line) => line.startsWith('data:'))
-          .map((line) => line.slice(5).trimStart())
-          .join('\n');
-        if (data) frames.push(JSON.parse(data) as Json);
-      }
-    }
-    ended = true;
+    const stream = await openSse<Json>((base ?? app.url) + path, { key: app.tenant.adminKey, signal: limit.signal });
+    expect(stream.res.status).toBe(200);
+    await stream.ended;
+    return { frames: stream.payloads, ended: !limit.signal.aborted };
   } catch (error) {
-    if (!controller.signal.aborted) throw error;
+    if (!limit.signal.aborted) throw error;
+    return { frames: [], ended: false };
   } finally {
     clearTimeout(timer);
   }
-  return { frames, ended };
 }
 
 async function waitFor(id: string, predicate: (c: Json) => boolean, what: string, timeoutMs = 60_000, failFast = true): Promise<Json> {
-  const deadline = Date.now() + timeoutMs;
   let last: Json | undefined;
-  while (Date.now() < deadline) {
-    const res = await app.tenant.http.get(`/auth/connections/${id}`);
-    last = res.body as Json;
-    if (predicate(last)) return last;
-    // A flow that ended otherwise will not get there: report it now.
-    if (failFast && last.flow_status && last.flow_status !== 'IN_PROGRESS') break;
-    await new Promise((resolve) => setTimeout(resolve, 150));
-  }
-  throw new Error(`waiting for ${what}: last state ${JSON.stringify(last)}`);
+  return eventually(
+    async () => {
+      const res = await app.tenant.http.get(`/auth/connections/${id}`);
+      last = res.body as Json;
+      if (predicate(last)) return last;
+      // A flow that ended otherwise will not get there: report it now.
+      if (failFast && last.flow_status && last.flow_status !== 'IN_PROGRESS') throw new Error(`waiting for ${what}: last state ${JSON.stringify(last)}`);
+      return undefined;
+    },
+    { timeoutMs, intervalMs: 150, what: `waiting for ${what}`, detail: () => `last state ${JSON.stringify(last)}` },
+  );
 }
 
 const awaitingInput = (id: string) => waitFor(id, (c) => c.flow_step === 'AWAITING_INPUT', 'AWAITING_INPUT');
@@ -239,12 +225,12 @@ describe('interactive login through the API', () => {
     const { frames, ended } = await events;
     expect(ended).toBe(true);
     expect(frames.filter((f) => f.event === 'managed_auth_state').at(-1)).toMatchObject({ flow_status: 'CANCELED' });
-    const deadline = Date.now() + 30_000;
-    let session = await app.tenant.http.get(`/browsers/${step.browser_session_id}`);
-    while (session.status === 200 && !session.body.deleted_at && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      session = await app.tenant.http.get(`/browsers/${step.browser_session_id}`);
-    }
+    const session = await eventually(() => app.tenant.http.get(`/browsers/${step.browser_session_id}`), {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+      what: 'the flow’s browser to close',
+      accept: (s) => !(s.status === 200 && !s.body.deleted_at),
+    });
     expect(session.status === 404 || Boolean(session.body.deleted_at)).toBe(true);
   }, 120_000);
 });
@@ -355,13 +341,13 @@ describe('expiry', () => {
         .body as Json;
       const started = (await http.post(`/auth/connections/${conn.id}/login`, {})).body as Json;
       expect(Date.parse(started.flow_expires_at) - Date.now()).toBeLessThanOrEqual(4_000);
-      const deadline = Date.now() + 60_000;
-      let state: Json = {};
-      while (Date.now() < deadline) {
-        state = (await http.get(`/auth/connections/${conn.id}`)).body as Json;
-        if (state.flow_status !== 'IN_PROGRESS') break;
-        await new Promise((resolve) => setTimeout(resolve, 200));
-      }
+      const state = await eventually(
+        async () => {
+          const shown = (await http.get(`/auth/connections/${conn.id}`)).body as Json;
+          return shown.flow_status !== 'IN_PROGRESS' && shown;
+        },
+        { timeoutMs: 60_000, intervalMs: 200, what: 'the flow to end' },
+      );
       expect(state).toMatchObject({ flow_status: 'EXPIRED', flow_step: 'COMPLETED', error_code: 'flow_expired', status: 'NEEDS_AUTH' });
       const timeline = (await http.get(`/auth/connections/${conn.id}/timeline`)).body as Json[];
       expect(timeline[0]).toMatchObject({ type: 'login', status: 'EXPIRED', step: 'EXPIRED', browser_session_id: expect.any(String) });

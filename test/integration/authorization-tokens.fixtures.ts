@@ -142,17 +142,6 @@ export function hostedCookie(res: Response): string | undefined {
   return undefined;
 }
 
-/** Polls `probe` until it gives a value, or fails with what it last saw. */
-export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-
 export type Kind = 'cdp' | 'webdriver' | 'vnc' | 'live';
 
 /** A session's URL of this kind with this token (none when undefined), as the client would use it. */

@@ -3,11 +3,11 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
 import { PASSWORD, USERNAME, startLoginSites, type LoginSites } from '../fixtures/login-sites/server.js';
+import { eventually } from '../support/eventually.js';
 import type { HttpClient } from '../support/http.js';
 import { rawTar } from '../support/raw-tar.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import {
-  eventually,
   exchangeCode,
   expectSameRefusal,
   expiredToken,
@@ -198,7 +198,7 @@ describe('pool lease tokens', () => {
     expect(created.status, created.text).toBe(200);
     const pool = created.body.id as string;
     try {
-      await eventually('the pool to fill', async () => ((await victimApi.get(`/browser_pools/${pool}`)).body.available_count === 1 ? true : undefined));
+      await eventually(async () => ((await victimApi.get(`/browser_pools/${pool}`)).body.available_count === 1 ? true : undefined), { timeoutMs: 90_000, intervalMs: 200, what: 'the pool to fill' });
       const acquire = async () => {
         const res = await victimApi.post(`/browser_pools/${pool}/acquire`, { acquire_timeout_seconds: 60 });
         expect(res.status, res.text).toBe(200);
@@ -365,17 +365,20 @@ describe('the hosted login page', () => {
     expect(state.status).toBe(200);
     expect(JSON.parse(state.body)).toMatchObject({ flow_id: flow.flowId, domain: sites.domain('single') });
     expect((await pageAnswer('events', flow.flowId, cookie)).status).toBe(200);
-    const step = await eventually('the login form', async () => {
-      const body = JSON.parse((await pageAnswer('state', flow.flowId, cookie)).body) as { flow_step: string; flow_status: string; fields?: Array<{ id: string; type: string }> };
-      if (body.flow_status !== 'IN_PROGRESS') throw new Error(`the flow ended before its form: ${JSON.stringify(body)}`);
-      return body.flow_step === 'AWAITING_INPUT' ? body : undefined;
-    });
+    const step = await eventually(
+      async () => {
+        const body = JSON.parse((await pageAnswer('state', flow.flowId, cookie)).body) as { flow_step: string; flow_status: string; fields?: Array<{ id: string; type: string }> };
+        if (body.flow_status !== 'IN_PROGRESS') throw new Error(`the flow ended before its form: ${JSON.stringify(body)}`);
+        return body.flow_step === 'AWAITING_INPUT' ? body : undefined;
+      },
+      { timeoutMs: 90_000, intervalMs: 200, what: 'the login form' },
+    );
     const fieldId = (type: string) => step.fields!.find((f) => f.type === type)!.id;
     const answer = { field_values: { [fieldId('identifier')]: USERNAME, [fieldId('password')]: PASSWORD } };
     const submitted = await pageAnswer('submit', flow.flowId, cookie, answer);
     expect(submitted.status, submitted.body).toBe(200);
     expect(JSON.parse(submitted.body)).toEqual({ accepted: true });
-    await eventually('the login to succeed', async () => ((await victimApi.get(`/auth/connections/${flow.connectionId}`)).body.flow_status === 'SUCCESS' ? true : undefined));
+    await eventually(async () => ((await victimApi.get(`/auth/connections/${flow.connectionId}`)).body.flow_status === 'SUCCESS' ? true : undefined), { timeoutMs: 90_000, intervalMs: 200, what: 'the login to succeed' });
 
     // After the end: the code is refused as for a flow that never was; the cookie may read
     // the outcome (the page shows it) but not answer anything, and shows no browser.

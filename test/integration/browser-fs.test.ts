@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
 import { systemClock } from '../../api/src/clock.js';
 import { errorFields } from '../support/http.js';
+import { sseBlocks } from '../support/sse.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer } from '../support/test-page-server.js';
 import { newProject } from './browsers.fixtures.js';
@@ -242,15 +243,9 @@ describe('watch', () => {
     await writeFile(fs, '/watched/new.txt', 'n');
     await fsPut(fs, 'delete_file', { path: '/watched/new.txt' });
     const events: { type: string; path: string }[] = [];
-    const reader = stream.body!.getReader();
-    let text = '';
-    while (!events.some((e) => e.type === 'DELETE')) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      text += Buffer.from(value).toString();
-      const frames = text.split('\n\n');
-      text = frames.pop()!;
-      for (const frame of frames) if (frame.startsWith('data: ')) events.push(JSON.parse(frame.slice(6)));
+    for await (const block of sseBlocks(stream.body as unknown as AsyncIterable<Uint8Array>)) {
+      if (block.data[0] !== undefined) events.push(JSON.parse(block.data[0]));
+      if (events.some((e) => e.type === 'DELETE')) break;
     }
     controller.abort();
     expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(['CREATE', 'DELETE']));

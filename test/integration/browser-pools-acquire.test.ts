@@ -3,6 +3,7 @@ import WebSocket from 'ws';
 import { systemClock } from '../../api/src/clock.js';
 import { createCdpTokens } from '../../api/src/modules/browsers/cdp-token.js';
 import { IdleReaper } from '../../api/src/modules/browsers/reaper.js';
+import { eventually } from '../support/eventually.js';
 import { rawTar } from '../support/raw-tar.js';
 import { archiveRequest } from './browsers-profile.fixtures.js';
 import type { HttpClient, HttpResponse } from '../support/http.js';
@@ -46,21 +47,11 @@ interface Lease {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function until<T>(what: string, read: () => Promise<T>, ok: (value: T) => boolean, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await read();
-    if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: still ${JSON.stringify(value)}`);
-    await sleep(25);
-  }
-}
-
 /** A pool of the given size (filled at once) in a fresh project, once it is full. */
 async function warmPool(size: number, extra: Record<string, unknown> = {}): Promise<{ client: HttpClient; pool: Pool }> {
   const { http: client } = await newProject(app.tenant.http);
   const pool = await createPool(client, { size, headless: true, fill_rate_per_minute: 6000, ...extra });
-  await until('pool fill', async () => (await client.get<Pool>(`/browser_pools/${pool.id}`)).body, (p) => p.available_count === size);
+  await eventually(async () => (await client.get<Pool>(`/browser_pools/${pool.id}`)).body, { timeoutMs: 10_000, intervalMs: 25, what: 'pool fill', accept: (p) => p.available_count === size });
   return { client, pool };
 }
 
@@ -119,17 +110,17 @@ describe('warm fill', () => {
     const { client, pool } = await warmPool(3);
     const [first] = await liveRows(pool.id);
     await app.deps.db.query(`UPDATE browser_sessions SET deleted_at = now(), deleted_reason = 'browser_crashed' WHERE id = $1`, [first!.id]);
-    const refilled = await until('replacement', () => liveRows(pool.id), (rows) => rows.length === 3 && !rows.some((r) => r.id === first!.id));
+    const refilled = await eventually(() => liveRows(pool.id), { timeoutMs: 10_000, intervalMs: 25, what: 'replacement', accept: (rows) => rows.length === 3 && !rows.some((r) => r.id === first!.id) });
     expect(refilled).toHaveLength(3);
     expect((await client.patch(`/browser_pools/${pool.id}`, { size: 1 })).status).toBe(200);
-    await until('shrink', () => liveRows(pool.id), (rows) => rows.length === 1);
+    await eventually(() => liveRows(pool.id), { timeoutMs: 10_000, intervalMs: 25, what: 'shrink', accept: (rows) => rows.length === 1 });
     expect((await endedRows(pool.id)).filter((r) => r.deleted_reason === 'pool_shrunk')).toHaveLength(2);
   });
 
   it('stays within the project’s concurrent session cap', async () => {
     const { http: client } = await newProject(app.tenant.http, { max_concurrent_sessions: 2 });
     const pool = await createPool(client, { size: 4, headless: true, fill_rate_per_minute: 6000 });
-    await until('fill to the cap', () => liveRows(pool.id), (rows) => rows.length === 2);
+    await eventually(() => liveRows(pool.id), { timeoutMs: 10_000, intervalMs: 25, what: 'fill to the cap', accept: (rows) => rows.length === 2 });
     await sleep(400);
     expect(await liveRows(pool.id)).toHaveLength(2);
   });
@@ -259,10 +250,10 @@ describe('POST /browser_pools/{id_or_name}/release', () => {
     const first = (await acquire(client, pool.id)).body;
     expect((await client.post(`/browser_pools/${pool.id}/release`, { session_id: first.session_id, reuse: false })).status).toBe(204);
     expect(runtime.terminated).toContain(first.session_id);
-    const [second] = await until('replacement', () => liveRows(pool.id), (rows) => rows.length === 1 && rows[0]!.id !== first.session_id);
+    const [second] = await eventually(() => liveRows(pool.id), { timeoutMs: 10_000, intervalMs: 25, what: 'replacement', accept: (rows) => rows.length === 1 && rows[0]!.id !== first.session_id });
     expect(await endedRows(pool.id)).toEqual([{ id: first.session_id, deleted_reason: 'pool_released' }]);
 
-    await until('warm', async () => (await client.get<Pool>(`/browser_pools/${pool.id}`)).body, (p) => p.available_count === 1);
+    await eventually(async () => (await client.get<Pool>(`/browser_pools/${pool.id}`)).body, { timeoutMs: 10_000, intervalMs: 25, what: 'warm', accept: (p) => p.available_count === 1 });
     expect((await acquire(client, pool.id)).body.session_id).toBe(second!.id);
     runtime.failResetWith = new Error('reset refused');
     try {
@@ -271,7 +262,7 @@ describe('POST /browser_pools/{id_or_name}/release', () => {
       delete runtime.failResetWith;
     }
     expect((await endedRows(pool.id)).find((r) => r.id === second!.id)?.deleted_reason).toBe('pool_reset_failed');
-    await until('replacement', () => liveRows(pool.id), (rows) => rows.length === 1 && rows[0]!.id !== second!.id);
+    await eventually(() => liveRows(pool.id), { timeoutMs: 10_000, intervalMs: 25, what: 'replacement', accept: (rows) => rows.length === 1 && rows[0]!.id !== second!.id });
   });
 
   it('404s a session that is not leased from this pool, 400s a bad body, and changes nothing', async () => {
@@ -297,7 +288,7 @@ describe('flush, PATCH discard_all_idle and DELETE', () => {
     const ended = await endedRows(pool.id);
     expect(ended.map((r) => r.id).sort()).toEqual([...idle].sort());
     expect(ended.every((r) => r.deleted_reason === 'pool_flushed')).toBe(true);
-    const refilled = await until('refill', () => liveRows(pool.id), (rows) => rows.length === 3 && rows.filter((r) => r.leased_at === null).length === 2);
+    const refilled = await eventually(() => liveRows(pool.id), { timeoutMs: 10_000, intervalMs: 25, what: 'refill', accept: (rows) => rows.length === 3 && rows.filter((r) => r.leased_at === null).length === 2 });
     expect(refilled.map((r) => r.id)).toContain(lease.session_id);
     expect(refilled.some((r) => idle.includes(r.id))).toBe(false);
   });
@@ -306,7 +297,7 @@ describe('flush, PATCH discard_all_idle and DELETE', () => {
     const { client, pool } = await warmPool(2);
     const before = (await liveRows(pool.id)).map((r) => r.id);
     expect((await client.patch(`/browser_pools/${pool.id}`, { stealth: true, discard_all_idle: true })).status).toBe(200);
-    const after = await until('rebuild', () => liveRows(pool.id), (rows) => rows.length === 2 && rows.every((r) => !before.includes(r.id)));
+    const after = await eventually(() => liveRows(pool.id), { timeoutMs: 10_000, intervalMs: 25, what: 'rebuild', accept: (rows) => rows.length === 2 && rows.every((r) => !before.includes(r.id)) });
     const newest = runtime.launched.filter((s) => after.some((r) => r.id === s.browserId));
     expect(newest.every((s) => s.stealth)).toBe(true);
   });
@@ -339,7 +330,7 @@ describe('lease idle timeout and refresh_on_profile_update', () => {
     await new IdleReaper({ ...app.deps, clock: later }).tick();
     expect((await endedRows(pool.id)).find((r) => r.id === lease.session_id)?.deleted_reason).toBe('idle_timeout');
     expect((await liveRows(pool.id)).map((r) => r.id)).toContain(idle);
-    await until('replacement', () => liveRows(pool.id), (rows) => rows.length === 2 && rows.every((r) => r.id !== lease.session_id));
+    await eventually(() => liveRows(pool.id), { timeoutMs: 10_000, intervalMs: 25, what: 'replacement', accept: (rows) => rows.length === 2 && rows.every((r) => r.id !== lease.session_id) });
   });
 
   it('rebuilds the idle browsers of pools that refresh on a profile when a session saves it', async () => {
@@ -349,7 +340,7 @@ describe('lease idle timeout and refresh_on_profile_update', () => {
     const fixed = await createPool(client, { size: 1, headless: true, fill_rate_per_minute: 6000, profile: { name: 'shared-login' }, refresh_on_profile_update: false });
     expect(refreshing.browser_pool_config.refresh_on_profile_update).toBe(true);
     for (const [p, size] of [[refreshing, 2], [fixed, 1]] as const) {
-      await until('fill', async () => (await client.get<Pool>(`/browser_pools/${p.id}`)).body, (b) => b.available_count === size);
+      await eventually(async () => (await client.get<Pool>(`/browser_pools/${p.id}`)).body, { timeoutMs: 10_000, intervalMs: 25, what: 'fill', accept: (b) => b.available_count === size });
     }
     const before = (await liveRows(refreshing.id)).map((r) => r.id);
     const fixedBefore = (await liveRows(fixed.id)).map((r) => r.id);
@@ -364,7 +355,7 @@ describe('lease idle timeout and refresh_on_profile_update', () => {
     });
     expect(saved.status).toBe(200);
 
-    const after = await until('rebuild', () => liveRows(refreshing.id), (rows) => rows.length === 2 && rows.filter((r) => before.includes(r.id)).length === 1);
+    const after = await eventually(() => liveRows(refreshing.id), { timeoutMs: 10_000, intervalMs: 25, what: 'rebuild', accept: (rows) => rows.length === 2 && rows.filter((r) => before.includes(r.id)).length === 1 });
     // The leased browser is left to its holder; the idle one was rebuilt.
     expect(after.map((r) => r.id)).toContain(leased);
     expect((await endedRows(refreshing.id)).map((r) => r.deleted_reason)).toEqual(['pool_refreshed']);

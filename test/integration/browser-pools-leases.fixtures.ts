@@ -4,6 +4,7 @@ import type { BrowserPool, BrowserPoolAcquireResponse } from '@onkernel/sdk/reso
 import pg from 'pg';
 import { expect } from 'vitest';
 import WebSocket from 'ws';
+import { eventually } from '../support/eventually.js';
 import type { TestApp } from '../support/test-app.js';
 
 /**
@@ -28,32 +29,14 @@ export async function leaseFrom(kernel: Kernel, pool: string, body: Parameters<K
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** Polls `probe` until it returns something other than undefined, or fails naming `what`. */
-export async function eventually<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000, everyMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: Error | undefined;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined) return value;
-    } catch (error) {
-      last = error instanceof Error ? error : new Error(JSON.stringify(error));
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `; last error: ${last.message}` : ''}`);
-    await sleep(everyMs);
-  }
-}
-
 /** Waits until the pool reports `available` idle browsers and `acquired` leased ones. */
 export function poolAt(kernel: Kernel, poolId: string, counts: { available: number; acquired: number }, timeoutMs = 90_000): Promise<BrowserPool> {
   return eventually(
-    `pool ${poolId} at ${JSON.stringify(counts)}`,
     async () => {
       const pool = await kernel.browserPools.retrieve(poolId);
       return pool.available_count === counts.available && pool.acquired_count === counts.acquired ? pool : undefined;
     },
-    timeoutMs,
-    200,
+    { timeoutMs, intervalMs: 200, what: `pool ${poolId} at ${JSON.stringify(counts)}`, retryErrors: true },
   );
 }
 

@@ -4,6 +4,7 @@ import type { BrowserPool } from '@onkernel/sdk/resources/browser-pools';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
 import { unique } from '../e2e/support/sdk.js';
+import { eventually } from '../support/eventually.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import {
   acquire,
@@ -11,7 +12,6 @@ import {
   agentBrowserPid,
   CdpSocket,
   closesWithin,
-  eventually,
   leaseFrom,
   poolAt,
   PoolRows,
@@ -202,15 +202,21 @@ describe('pool leases with real browsers', () => {
       await kernel.browserPools.delete(pool.id, { force: true });
       await closesWithin(cdp, 15_000);
       await expect(kernel.browserPools.retrieve(pool.id)).rejects.toBeInstanceOf(NotFoundError);
-      const ended = await eventually('every browser of the deleted pool ended', async () => {
-        const all = await rows.ofPool(pool.id);
-        return all.every((r) => r.deleted_at !== null) ? all : undefined;
-      });
+      const ended = await eventually(
+        async () => {
+          const all = await rows.ofPool(pool.id);
+          return all.every((r) => r.deleted_at !== null) ? all : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 100, what: 'every browser of the deleted pool ended', retryErrors: true },
+      );
       expect(ended.map((r) => r.deleted_reason)).toEqual(['pool_deleted', 'pool_deleted']);
-      await eventually('the leased browser gone from the runtime', async () => {
-        const observed = await app.runtime.observe(lease.session_id);
-        return observed === undefined || observed.phase === 'Gone' || observed.phase === 'Failed' ? true : undefined;
-      });
+      await eventually(
+        async () => {
+          const observed = await app.runtime.observe(lease.session_id);
+          return observed === undefined || observed.phase === 'Gone' || observed.phase === 'Failed' ? true : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 100, what: 'the leased browser gone from the runtime', retryErrors: true },
+      );
     });
   }, 120_000);
 
@@ -223,10 +229,13 @@ describe('pool leases with real browsers', () => {
 
       await kernel.browserPools.flush(pool.id);
       for (const id of idleBefore) {
-        const row = await eventually(`${id} ended by the flush`, async () => {
-          const found = await rows.session(id);
-          return found?.deleted_at ? found : undefined;
-        });
+        const row = await eventually(
+          async () => {
+            const found = await rows.session(id);
+            return found?.deleted_at ? found : undefined;
+          },
+          { timeoutMs: 60_000, intervalMs: 100, what: `${id} ended by the flush`, retryErrors: true },
+        );
         expect(row.deleted_reason).toBe('pool_flushed');
       }
       await poolAt(kernel, pool.id, { available: 2, acquired: 1 });
@@ -250,10 +259,13 @@ describe('pool leases with real browsers', () => {
       const victimDir = await agentBrowserDir(app, victim!);
       process.kill(await agentBrowserPid(app, victim!), 'SIGKILL');
 
-      const ended = await eventually(`${victim!.id} ended after its Chromium was killed`, async () => {
-        const row = await rows.session(victim!.id);
-        return row?.deleted_at ? row : undefined;
-      });
+      const ended = await eventually(
+        async () => {
+          const row = await rows.session(victim!.id);
+          return row?.deleted_at ? row : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 100, what: `${victim!.id} ended after its Chromium was killed`, retryErrors: true },
+      );
       expect(['browser_crashed', 'browser_gone']).toContain(ended.deleted_reason);
       await poolAt(kernel, pool.id, { available: 2, acquired: 0 });
       const idle = (await rows.idle(pool.id)).map((r) => r.id);
@@ -276,10 +288,13 @@ describe('pool leases with real browsers', () => {
     await withPool(1, async (pool) => {
       const lease = await leaseFrom(kernel, pool.id);
       await kernel.browserPools.release(pool.id, { session_id: lease.session_id, reuse: false });
-      const ended = await eventually(`${lease.session_id} ended`, async () => {
-        const row = await rows.session(lease.session_id);
-        return row?.deleted_at ? row : undefined;
-      });
+      const ended = await eventually(
+        async () => {
+          const row = await rows.session(lease.session_id);
+          return row?.deleted_at ? row : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 100, what: `${lease.session_id} ended`, retryErrors: true },
+      );
       expect(ended.deleted_reason).toBe('pool_released');
       await poolAt(kernel, pool.id, { available: 1, acquired: 0 });
       const next = await leaseFrom(kernel, pool.id);

@@ -128,15 +128,6 @@ async function agentHealth(sessionId: string): Promise<{ connections_by_kind: Re
   return (await fetch(`${agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json() as Promise<{ connections_by_kind: Record<string, number> }>;
 }
 
-async function eventually<T>(read: () => Promise<T>, accept: (value: T) => boolean, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (accept(value) || Date.now() > deadline) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 const readMarker = (context: string) => ({
   expression: "document.getElementById('marker').textContent",
   target: { context },
@@ -246,8 +237,7 @@ describe('WebDriver BiDi through webdriver_ws_url', () => {
     expect((await bidi.ok('browsingContext.getTree')).contexts.length).toBeGreaterThanOrEqual(1);
 
     await bidi.close();
-    const after = await eventually(() => agentHealth(session.session_id), (h) => h.connections_by_kind.webdriver === 0);
-    expect(after.connections_by_kind.webdriver).toBe(0);
+    await expect.poll(async () => (await agentHealth(session.session_id)).connections_by_kind.webdriver, { timeout: 10_000, interval: 100 }).toBe(0);
   }, 40_000);
 
   it('serves two BiDi clients at once, each with its own session, and survives one leaving mid-command', async () => {
@@ -272,8 +262,7 @@ describe('WebDriver BiDi through webdriver_ws_url', () => {
     expect((await second.ok('script.evaluate', { expression: 'document.title', target: { context: tabTwo.context }, awaitPromise: false })).result.value).toBe(
       'page /still-here',
     );
-    const health = await eventually(() => agentHealth(session.session_id), (h) => h.connections_by_kind.webdriver === 1);
-    expect(health.connections_by_kind.webdriver).toBe(1);
+    await expect.poll(async () => (await agentHealth(session.session_id)).connections_by_kind.webdriver, { timeout: 10_000, interval: 100 }).toBe(1);
     await second.close();
   }, 60_000);
 
@@ -283,11 +272,7 @@ describe('WebDriver BiDi through webdriver_ws_url', () => {
     await bidi.newSession();
     expect(await bidi.send('browser.close')).toMatchObject({ type: 'success', result: {} });
     await bidi.closed;
-    const observed = await eventually(
-      () => app.runtime.observe(session.session_id),
-      (o) => o?.phase !== 'Ready',
-    );
-    expect(observed?.phase).not.toBe('Ready');
+    await expect.poll(async () => (await app.runtime.observe(session.session_id))?.phase, { timeout: 10_000, interval: 100 }).not.toBe('Ready');
     await new IdleReaper(app.deps).tick();
     expect((await client.get(`/browsers/${session.session_id}`)).status).toBe(404);
     const { rows } = await app.database.db.query<{ deleted_reason: string }>('SELECT deleted_reason FROM browser_sessions WHERE id = $1', [
@@ -310,11 +295,7 @@ describe('WebDriver BiDi through webdriver_ws_url', () => {
 
       const urls = ((await bidi.ok('browsingContext.getTree')).contexts as Array<{ url: string }>).map((c) => c.url);
       expect(urls).toEqual(expect.arrayContaining([`${pages.url}/first`, `${pages.url}/second`]));
-      const seen = await eventually(
-        () => Promise.resolve(context.pages().map((p) => p.url())),
-        (list) => list.includes(`${pages.url}/second`),
-      );
-      expect(seen).toContain(`${pages.url}/second`);
+      await expect.poll(() => context.pages().map((p) => p.url()), { timeout: 10_000, interval: 100 }).toContain(`${pages.url}/second`);
       expect(await page.title()).toBe('first');
     } finally {
       await bidi.close();
@@ -344,11 +325,12 @@ describe('the agent on its own', () => {
     });
     const exited = new Promise((resolve) => agent.once('exit', resolve));
     try {
-      const health = await eventually(
-        () => fetch(`http://127.0.0.1:${port}/health`).then((r) => r.json() as Promise<{ status?: string }>, () => ({ status: 'not listening' })),
-        (h) => h.status === 'starting',
-      );
-      expect(health.status).toBe('starting');
+      await expect
+        .poll(
+          async () => (await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.json() as Promise<{ status?: string }>, () => ({ status: 'not listening' }))).status,
+          { timeout: 10_000, interval: 100 },
+        )
+        .toBe('starting');
       expect(await upgradeStatus(`ws://127.0.0.1:${port}/webdriver`, agentAuth('bidi-starting'))).toBe(503);
     } finally {
       agent.kill('SIGTERM');

@@ -6,6 +6,7 @@ import WebSocket from 'ws';
 import { systemClock } from '../../api/src/clock.js';
 import { createCdpTokens } from '../../api/src/modules/browsers/cdp-token.js';
 import { IdleReaper } from '../../api/src/modules/browsers/reaper.js';
+import { eventually } from '../support/eventually.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
@@ -52,16 +53,6 @@ const agentHealth = async (sessionId: string) => {
   return (await (await fetch(`${agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json()) as { connections_by_kind: Record<string, number> };
 };
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>, options: { timeoutMs?: number; seen?: () => Promise<unknown> } = {}): Promise<T> {
-  const deadline = Date.now() + (options.timeoutMs ?? 20_000);
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${options.seen ? `; last seen ${JSON.stringify(await options.seen())}` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 /** The RGB of the remote screen at (x, y), as noVNC drew it on its canvas (canvas pixels are remote pixels). */
 const remotePixel = (page: Page, x: number, y: number) =>
   page.evaluate<number[]>(`Array.from(document.querySelector('#screen canvas').getContext('2d').getImageData(${x}, ${y}, 1, 1).data.slice(0, 3))`);
@@ -91,14 +82,14 @@ describe('the live view of a headful session', () => {
     const started = (await x11vncPids()).filter((pid) => !x11vncBefore.includes(pid));
     expect(started).toHaveLength(1);
     // A frame is drawn: the middle of the remote screen is the green button.
-    await until('the first frame', async () => ((await remotePixel(view, 400, 300)).join() === '0,200,0' ? true : undefined));
+    await eventually(async () => ((await remotePixel(view, 400, 300)).join() === '0,200,0' ? true : undefined), { timeoutMs: 20_000, intervalMs: 100, what: 'the first frame' });
 
     const canvas = (await view.locator('#screen canvas').boundingBox())!;
     const scale = canvas.width / 800;
     const clickedAt = Date.now();
     await view.mouse.click(canvas.x + 400 * scale, canvas.y + 300 * scale);
     // The click's effect comes back as a frame: the button turns red on the viewer's canvas.
-    await until('the button to turn red in the live view', async () => ((await remotePixel(view, 400, 300)).join() === '200,0,0' ? true : undefined));
+    await eventually(async () => ((await remotePixel(view, 400, 300)).join() === '200,0,0' ? true : undefined), { timeoutMs: 20_000, intervalMs: 100, what: 'the button to turn red in the live view' });
     const roundTripMs = Date.now() - clickedAt;
     await view.keyboard.press('k');
     await view.keyboard.press('Enter');
@@ -111,31 +102,31 @@ describe('the live view of a headful session', () => {
       // The window fills the screen from (0, 0), so screen coordinates are the remote pixel clicked.
       expect(Math.abs(clicks[0]!.x - 400)).toBeLessThanOrEqual(3);
       expect(Math.abs(clicks[0]!.y - 300)).toBeLessThanOrEqual(3);
-      await until('the keys', async () => ((await target.evaluate<string[]>('window.keys')).join() === 'k,Enter' ? true : undefined));
+      await eventually(async () => ((await target.evaluate<string[]>('window.keys')).join() === 'k,Enter' ? true : undefined), { timeoutMs: 20_000, intervalMs: 100, what: 'the keys' });
     } finally {
       await cdp.close();
     }
     console.info(`live view: click to visible change in the viewer ${roundTripMs} ms`);
 
     // Only the live view is left connected: the idle reaper keeps the session past its timeout.
-    await until('the CDP client to leave', async () => ((await agentHealth(session.session_id)).connections_by_kind.cdp === 0 ? true : undefined));
+    await eventually(async () => ((await agentHealth(session.session_id)).connections_by_kind.cdp === 0 ? true : undefined), { timeoutMs: 20_000, intervalMs: 100, what: 'the CDP client to leave' });
     const reaper = new IdleReaper(app.deps, { connections: app.cdpProxy.connections });
     await new Promise((resolve) => setTimeout(resolve, 10_500));
     await reaper.tick();
     expect((await client.get(`/browsers/${session.session_id}`)).status).toBe(200);
 
     await view.close();
-    await until('the live view connection to be released', async () =>
-      (await agentHealth(session.session_id)).connections_by_kind.live_view === 0 ? true : undefined,
+    await eventually(
+      async () =>
+        (await agentHealth(session.session_id)).connections_by_kind.live_view === 0 ? true : undefined,
+      { timeoutMs: 20_000, intervalMs: 100, what: 'the live view connection to be released' },
     );
 
     // A viewer open when the session is deleted says so.
     const second = await openLiveView(session.browser_live_view_url!);
     expect((await client.delete(`/browsers/${session.session_id}`)).status).toBe(204);
     await second.waitForSelector('body[data-state="disconnected"]', { timeout: 20_000 });
-    await until('the ended message', async () => ((await second.textContent('#status')) === 'The browser session has ended.' ? true : undefined), {
-      seen: () => second.textContent('#status'),
-    });
+    await eventually(async () => ((await second.textContent('#status')) === 'The browser session has ended.' ? true : undefined), { timeoutMs: 20_000, intervalMs: 100, what: 'the ended message', detail: async () => `last seen ${JSON.stringify(await second.textContent('#status'))}` });
     await second.close();
     // Deleting the session stopped x11vnc with the rest of the browser.
     expect((await x11vncPids()).filter((pid) => started.includes(pid))).toEqual([]);
@@ -223,13 +214,12 @@ describe('PATCH viewport on a running browser', () => {
       const res = await client.patch(`/browsers/${session.session_id}`, { viewport: { width: 800, height: 600 } });
       expect(res.status, res.text).toBe(200);
       expect(res.body.viewport).toMatchObject({ width: 800, height: 600 });
-      const after = await until(
-        'the new size',
+      const after = await eventually(
         async () => {
           const m = await measure(page);
           return m.innerWidth <= 800 && m.screenWidth === 800 ? m : undefined;
         },
-        { seen: () => measure(page) },
+        { timeoutMs: 20_000, intervalMs: 100, what: 'the new size', detail: async () => `last seen ${JSON.stringify(await measure(page))}` },
       );
       expect(after).toMatchObject({ screenWidth: 800, screenHeight: 600 });
       // Chromium on X keeps a window that fills the screen one pixel short of it (at launch too).
@@ -248,7 +238,7 @@ describe('PATCH viewport on a running browser', () => {
       expect(await measure(page)).toMatchObject({ screenWidth: 800, innerWidth: after.innerWidth });
 
       expect((await client.patch(`/browsers/${session.session_id}`, { viewport: { width: 1024, height: 768 } })).status).toBe(200);
-      await until('the size at start again', async () => ((await measure(page)).screenWidth === 1024 ? true : undefined));
+      await eventually(async () => ((await measure(page)).screenWidth === 1024 ? true : undefined), { timeoutMs: 20_000, intervalMs: 100, what: 'the size at start again' });
     } finally {
       await cdp.close();
       await client.delete(`/browsers/${session.session_id}`);
@@ -264,7 +254,7 @@ describe('PATCH viewport on a running browser', () => {
       const before = await measure(page);
       expect(before.innerWidth).toBe(1024);
       expect((await client.patch(`/browsers/${created.body.session_id}`, { viewport: { width: 640, height: 480 } })).status).toBe(200);
-      await until('the new size', async () => ((await measure(page)).innerWidth === 640 ? true : undefined));
+      await eventually(async () => ((await measure(page)).innerWidth === 640 ? true : undefined), { timeoutMs: 20_000, intervalMs: 100, what: 'the new size' });
       // Headless Chromium keeps room for a toolbar it does not draw, at launch as after a resize.
       expect(await measure(page)).toMatchObject({ innerWidth: 640, outerHeight: 480, innerHeight: 480 - (before.outerHeight - before.innerHeight) });
     } finally {
@@ -285,10 +275,12 @@ describe('PATCH viewport on a running browser', () => {
       const forced = await client.patch(`/browsers/${session.session_id}`, { viewport: { width: 640, height: 480, force: true } });
       expect(forced.status, forced.text).toBe(200);
       expect(forced.body.viewport).toMatchObject({ width: 640, height: 480 });
-      await until('noVNC to take the new desktop size', async () =>
-        (await view.evaluate<string>("(({ width, height }) => width + 'x' + height)(document.querySelector('#screen canvas'))")) === '640x480'
-          ? true
-          : undefined,
+      await eventually(
+        async () =>
+          (await view.evaluate<string>("(({ width, height }) => width + 'x' + height)(document.querySelector('#screen canvas'))")) === '640x480'
+            ? true
+            : undefined,
+        { timeoutMs: 20_000, intervalMs: 100, what: 'noVNC to take the new desktop size' },
       );
       expect(await view.getAttribute('body', 'data-state')).toBe('connected');
     } finally {

@@ -10,6 +10,7 @@ import { errorMiddleware } from '../../api/src/http/error-middleware.js';
 import { mountRoutes } from '../../api/src/http/router.js';
 import { invocationRoutes } from '../../api/src/modules/invocations/routes.js';
 import { errorFields, HttpClient } from '../support/http.js';
+import { openSse, type SseFrame } from '../support/sse.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
 /**
@@ -43,10 +44,10 @@ beforeAll(async () => {
   const hubC = countingHub(createPgEventHub(app.database.url, app.database.db, app.deps.log));
   hubs.push(hubC);
   const shutdown = new AbortController();
-  const depsC: AppDeps = { ...app.deps, events: hubC, shutdown: shutdown.signal };
+  const depsC: AppDeps = { ...app.deps, events: hubC, shutdown: shutdown.signal, settings: { ...app.deps.settings, sseHeartbeatMs: 50 } };
   const c = express();
   c.use(express.json());
-  mountRoutes(c, invocationRoutes(depsC, { heartbeatMs: 50 }), depsC);
+  mountRoutes(c, invocationRoutes(depsC), depsC);
   c.use(errorMiddleware(app.deps.log));
   replicaC = { url: await listen(c), shutdown, hub: hubC };
 });
@@ -87,74 +88,12 @@ function countingHub(inner: EventHub): CountingHub {
   };
 }
 
-interface Frame {
-  name: string | undefined;
-  data: { event: string; [k: string]: any };
-}
+type Frame = SseFrame<{ event: string; [k: string]: any }>;
 
-/** A raw SSE reader: every frame must carry one JSON data line (what the SDK requires). */
-async function openStream(baseUrl: string, path: string, key = app.tenant.adminKey) {
-  const controller = new AbortController();
-  const res = await fetch(baseUrl + path, {
-    headers: { authorization: `Bearer ${key}`, accept: 'text/event-stream' },
-    signal: controller.signal,
-  });
-  const frames: Frame[] = [];
-  let notify = () => {};
-  let done = false;
-  const ended = (async () => {
-    if (!res.body || !res.headers.get('content-type')?.startsWith('text/event-stream')) return;
-    const decoder = new TextDecoder();
-    let buffer = '';
-    try {
-      for await (const chunk of res.body) {
-        buffer += decoder.decode(chunk as Uint8Array, { stream: true });
-        let cut: number;
-        while ((cut = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          const lines = block.split('\n').filter((l) => !l.startsWith(':'));
-          const data = lines.filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim());
-          const name = lines.find((l) => l.startsWith('event:'))?.slice(6).trim();
-          if (!data.length && name === undefined) continue;
-          expect(data, block).toHaveLength(1);
-          frames.push({ name, data: JSON.parse(data[0]!) });
-          notify();
-        }
-      }
-    } catch (error) {
-      if (!controller.signal.aborted) throw error;
-    } finally {
-      done = true;
-      notify();
-    }
-  })();
-  /** Waits for the n-th frame (1-based). */
-  const frame = async (n: number, timeoutMs = 5000): Promise<Frame> => {
-    const deadline = Date.now() + timeoutMs;
-    while (frames.length < n) {
-      if (done) throw new Error(`stream ended after ${frames.length} frames: ${JSON.stringify(frames)}`);
-      if (Date.now() > deadline) throw new Error(`no frame ${n} within ${timeoutMs} ms: ${JSON.stringify(frames)}`);
-      await new Promise<void>((resolve) => {
-        notify = resolve;
-        setTimeout(resolve, 50);
-      });
-    }
-    return frames[n - 1]!;
-  };
-  return { res, frames, frame, ended, abort: () => controller.abort() };
-}
+const openStream = (baseUrl: string, path: string, key = app.tenant.adminKey) => openSse<Frame['data']>(baseUrl + path, { key });
 
 const within = async <T>(promise: Promise<T>, ms = 5000): Promise<T> =>
   Promise.race([promise, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`not within ${ms} ms`)), ms))]);
-
-const eventually = async (check: () => boolean, ms = 5000) => {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-};
 
 const createInvocation = async (http = app.tenant.http) => {
   const res = await http.post('/invocations', { app_name: 'app', action_name: 'act', version: 'v1', async: true });
@@ -251,7 +190,7 @@ describe('GET /invocations/{id}/events', () => {
     await stream.frame(1);
     expect(replicaC.hub.active()).toBe(before + 1);
     stream.abort();
-    await eventually(() => replicaC.hub.active() === before);
+    await expect.poll(() => replicaC.hub.active(), { timeout: 5000, interval: 20 }).toBe(before);
   });
 
   it('unsubscribes when the server ends the stream at the terminal state', async () => {
@@ -261,7 +200,7 @@ describe('GET /invocations/{id}/events', () => {
     await stream.frame(1);
     await app.tenant.http.patch(`/invocations/${id}`, { status: 'succeeded' });
     await within(stream.ended);
-    await eventually(() => replicaC.hub.active() === before);
+    await expect.poll(() => replicaC.hub.active(), { timeout: 5000, interval: 20 }).toBe(before);
   });
 
   it('re-reads the invocation when the listener reconnects, catching changes it was not told about', async () => {
@@ -271,7 +210,7 @@ describe('GET /invocations/{id}/events', () => {
     // A change whose notification was lost: written without NOTIFY.
     await app.database.db.query(`UPDATE invocations SET status = 'running' WHERE id = $1`, [id]);
     replicaC.hub.simulateReconnect();
-    await eventually(() => states(stream.frames).includes('running'));
+    await expect.poll(() => states(stream.frames).includes('running'), { timeout: 5000, interval: 20 }).toBe(true);
     stream.abort();
     expect(states(stream.frames)).toEqual(['queued', 'running']);
   });
@@ -286,6 +225,6 @@ describe('GET /invocations/{id}/events', () => {
       await within(stream.ended);
       expect(stream.frames.at(-1)!.data).toMatchObject({ event: 'error', error: { code: 'server_shutting_down' } });
     }
-    await eventually(() => replicaC.hub.active() === before - streams.length);
+    await expect.poll(() => replicaC.hub.active(), { timeout: 5000, interval: 20 }).toBe(before - streams.length);
   });
 });

@@ -10,6 +10,7 @@ import { freePort, spawnAgent } from '../../api/src/runtime/agent-process.js';
 import { fetchHealth } from '../../contract/agent-client.js';
 import { createLocalRuntime } from '../../api/src/runtime/local-runtime.js';
 import { testAgentTokens } from '../support/agent-access.js';
+import { eventually } from '../support/eventually.js';
 
 /**
  * Standby agents (agent/src/standby.ts): the local runtime keeps one agent started and
@@ -45,16 +46,6 @@ function standbyAgents(parent = process.pid): number[] {
     .map(Number);
 }
 
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-}
-
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
@@ -84,28 +75,31 @@ describe('the local runtime with a standby agent', () => {
         const pids = standbyAgents().filter((pid) => !claimed.includes(pid));
         return pids.length === 1 ? pids[0] : undefined;
       };
-      const waiting = await until('a standby agent', waitingNow);
+      const waiting = await eventually(waitingNow, { timeoutMs: 15_000, intervalMs: 25, what: 'a standby agent' });
       const launched = await runtime.launch(spec('sb-one'), { signal: new AbortController().signal });
       expect(launched.phase).toBe('Ready');
       const record = JSON.parse(await readFile(path.join(stateDir, 'sb-one.json'), 'utf8')) as { agentPid: number; logFile: string };
       expect(record.agentPid).toBe(waiting);
       claimed.push(waiting);
       // The agent answers ready on /health a moment before its log line reaches the file.
-      const agentLog = await until('the claimed agent to log its browser ready', async () => {
-        const text = await readFile(record.logFile, 'utf8');
-        return /"browser_id":"sb-one"[^\n]*"msg":"browser ready"/.test(text) ? text : undefined;
-      });
+      const agentLog = await eventually(
+        async () => {
+          const text = await readFile(record.logFile, 'utf8');
+          return /"browser_id":"sb-one"[^\n]*"msg":"browser ready"/.test(text) ? text : undefined;
+        },
+        { timeoutMs: 15_000, intervalMs: 25, what: 'the claimed agent to log its browser ready' },
+      );
       expect(agentLog).toContain('standby agent claimed');
       // A fresh standby takes its place, and serves the next launch.
-      const next = await until('the next standby', waitingNow);
+      const next = await eventually(waitingNow, { timeoutMs: 15_000, intervalMs: 25, what: 'the next standby' });
       expect((await runtime.launch(spec('sb-two'), { signal: new AbortController().signal })).phase).toBe('Ready');
       expect((JSON.parse(await readFile(path.join(stateDir, 'sb-two.json'), 'utf8')) as { agentPid: number }).agentPid).toBe(next);
       claimed.push(next);
-      await until('a third standby', waitingNow);
+      await eventually(waitingNow, { timeoutMs: 15_000, intervalMs: 25, what: 'a third standby' });
     } finally {
       await runtime.terminateAll(2000);
     }
-    await until('no standby left', () => (standbyAgents().length === 0 ? true : undefined), 5000);
+    await eventually(() => (standbyAgents().length === 0 ? true : undefined), { timeoutMs: 5000, intervalMs: 25, what: 'no standby left' });
     expect(await runtime.list()).toEqual([]);
   }, 60_000);
 
@@ -129,7 +123,7 @@ describe('a standby agent', () => {
     const child = await spawnAgent({ agentEntry, port, standbyToken: token, logFile: path.join(scratch, 'standby-bad.log'), logLevel: 'info' });
     try {
       const url = `http://127.0.0.1:${port}`;
-      await until('standby', async () => ((await fetchHealth({ url, token }, 500))?.status === 'standby' ? true : undefined));
+      await eventually(async () => ((await fetchHealth({ url, token }, 500))?.status === 'standby' ? true : undefined), { timeoutMs: 15_000, intervalMs: 25, what: 'standby' });
       const body = JSON.stringify({ spec: { browserId: 'claimed-by-a-stranger' }, workDir: path.join(scratch, 'stranger') });
       for (const authorization of [undefined, 'Bearer wrong', `Bearer ${token}x`, token]) {
         const refused = await fetch(`${url}/start`, { method: 'POST', body, headers: authorization ? { authorization } : {} });
@@ -180,6 +174,6 @@ describe('a standby agent', () => {
     await new Promise((resolve) => parent.once('exit', resolve));
     const standby = Number(out.trim());
     expect(standby).toBeGreaterThan(0);
-    await until('the orphaned standby to exit', () => (alive(standby) ? undefined : true), 10_000);
+    await eventually(() => (alive(standby) ? undefined : true), { timeoutMs: 10_000, intervalMs: 25, what: 'the orphaned standby to exit' });
   }, 30_000);
 });

@@ -9,6 +9,7 @@ import { isProcessAlive, processGroupMembers } from '../../lib/process-group.js'
 import type { BrowserLaunchSpec, ObservedBrowser } from '../../contract/browser-runtime.js';
 import { createLocalRuntime, type LocalRuntime } from '../../api/src/runtime/local-runtime.js';
 import { agentAuth, testAgentTokens } from '../support/agent-access.js';
+import { eventually } from '../support/eventually.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 
 /** The local BrowserRuntime with real agents and real Chromium. */
@@ -66,15 +67,6 @@ const chromiumProcessesOf = (browserId: string) =>
         return false;
       }
     });
-
-async function eventually(check: () => Promise<ObservedBrowser | undefined>, until: (o: ObservedBrowser | undefined) => boolean) {
-  for (let tries = 0; tries < 200; tries++) {
-    const observed = await check();
-    if (until(observed)) return observed;
-    await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  throw new Error('condition not met');
-}
 
 beforeAll(async () => {
   assertAgentBuilt();
@@ -165,7 +157,7 @@ describe('launch and terminate', () => {
     await runtime.launch(spec('rt-crash'), { signal: never() });
     const { browserPid } = await pidsOf('rt-crash');
     process.kill(browserPid, 'SIGKILL');
-    const observed = await eventually(() => runtime.observe('rt-crash'), (o) => o?.phase === 'Failed');
+    const observed = await eventually(() => runtime.observe('rt-crash'), { timeoutMs: 5000, intervalMs: 25, accept: (o) => o?.phase === 'Failed' });
     expect(observed!.reason).toContain('agent exited with code 3');
     expect(observed!.reason).toContain('chromium exited unexpectedly (code null, signal SIGKILL)');
     expect(chromiumProcessesOf('rt-crash')).toEqual([]);
@@ -179,7 +171,7 @@ describe('launch and terminate', () => {
     await first.close();
     const { agentPid, browserPid } = await pidsOf('rt-orphan');
     process.kill(-agentPid, 'SIGKILL');
-    await eventually(() => Promise.resolve(undefined), () => !isProcessAlive(agentPid));
+    await expect.poll(() => isProcessAlive(agentPid), { timeout: 5000, interval: 25 }).toBe(false);
     expect(isProcessAlive(browserPid)).toBe(true);
     const restarted = newRuntime();
     const listed = await restarted.list();

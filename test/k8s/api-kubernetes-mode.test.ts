@@ -9,7 +9,7 @@ import { browserPodName } from '../../operator/src/k8s/browser-pod.js';
 import { ANNOTATIONS, API_VERSION, LABELS, PLURALS, resourceNameOf } from '../../contract/kinds.js';
 import { createBrowserSessionReconciler, type BrowserSessionReconciler } from '../../operator/src/reconcilers/browser-session.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
-import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';

@@ -6,7 +6,8 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { browserPodName, type BrowserPodOptions } from '../../operator/src/k8s/browser-pod.js';
 import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
-import { createLaunchSecret, createSession, deleteSession, launchSpec, newSessionId, readSession, waitUntil } from './support/browser-sessions.js';
+import { eventually } from '../support/eventually.js';
+import { createLaunchSecret, createSession, deleteSession, launchSpec, newSessionId, readSession } from './support/browser-sessions.js';
 import { renderChart, valuesFile, writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent, type NodeAgentOptions } from './support/node-agent.js';
@@ -69,16 +70,6 @@ function spec(): BrowserLaunchSpec {
   return launchSpec(`bs_pl${++counter}${Date.now().toString(36)}`);
 }
 
-async function until<T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 const readPod = (namespace: string, browserId: string): Promise<V1Pod> => core.readNamespacedPod({ name: browserPodName(browserId), namespace });
 const signal = () => AbortSignal.timeout(120_000);
 // Launches wait up to 90 s on a busy machine; a failure should be an assertion, not a timeout.
@@ -93,7 +84,7 @@ describe('browser pod placement', () => {
     const launching = gpuRuntime.launch(wanted, { signal: signal() });
 
     const key = `${namespace}/${browserPodName(wanted.browserId)}`;
-    expect(await until('the plain node turns the pod down', () => plain.leftPending.get(key))).toMatch(/didn't match Pod's node affinity\/selector \(pool=gpu\)/);
+    expect(await eventually(() => plain.leftPending.get(key), { timeoutMs: 30_000, intervalMs: 100, what: 'the plain node turns the pod down' })).toMatch(/didn't match Pod's node affinity\/selector \(pool=gpu\)/);
     const pending = await readPod(namespace, wanted.browserId);
     expect(pending.spec?.nodeSelector).toEqual({ pool: 'gpu' });
     expect(pending.spec?.nodeName).toBeUndefined();
@@ -197,7 +188,7 @@ describe('browser pod placement', () => {
     const id = newSessionId();
     const session = await createSession(namespace, id);
     await createLaunchSecret(namespace, session, launchSpec(id));
-    const settled = await waitUntil(() => readSession(namespace, session.metadata.name), (read) => ['Running', 'Failed'].includes(read?.status?.phase ?? ''), 'session settled', 120_000);
+    const settled = await eventually(() => readSession(namespace, session.metadata.name), { timeoutMs: 120_000, intervalMs: 150, what: 'session settled', accept: (read) => ['Running', 'Failed'].includes(read?.status?.phase ?? '') });
     expect(settled?.status).toMatchObject({ phase: 'Running' });
     const pod = await readPod(namespace, id);
     expect(pod.spec).toMatchObject({
@@ -208,6 +199,6 @@ describe('browser pod placement', () => {
       imagePullSecrets: [{ name: 'regcred' }],
     });
     await deleteSession(namespace, session.metadata.name);
-    await waitUntil(() => readSession(namespace, session.metadata.name), (read) => read === undefined, 'session deleted', 60_000);
+    await eventually(() => readSession(namespace, session.metadata.name), { timeoutMs: 60_000, intervalMs: 150, what: 'session deleted', accept: (read) => read === undefined });
   });
 });

@@ -3,6 +3,7 @@ import { systemClock } from '../../api/src/clock.js';
 import { ANNOTATIONS, API_VERSION, FINALIZERS, PLURALS } from '../../contract/kinds.js';
 import { startBrowserPoolReconciler } from '../../operator/src/reconcilers/browser-pool.js';
 import { DRAINING_REASONS, READY_REASONS } from '../../operator/src/reconcilers/browser-pool-plan.js';
+import { eventually } from '../support/eventually.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 
@@ -80,28 +81,16 @@ async function getResource(name: string): Promise<BrowserPoolObject | undefined>
 
 const conditionOf = (object: BrowserPoolObject | undefined, type: string) => object?.status?.conditions?.find((c) => c.type === type);
 
-async function eventually<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = WAIT_MS): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}${last ? ` (last error: ${last instanceof Error ? last.message : JSON.stringify(last)})` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-
 /** A resource whose status reports Ready with this reason for its current generation. */
 function readyWith(name: string, reason: string): Promise<BrowserPoolObject> {
-  return eventually(`${name} Ready reason ${reason}`, async () => {
-    const object = await getResource(name);
-    const ready = conditionOf(object, 'Ready');
-    return ready?.reason === reason && ready.observedGeneration === object!.metadata.generation && object!.status?.observedGeneration === object!.metadata.generation && object;
-  });
+  return eventually(
+    async () => {
+      const object = await getResource(name);
+      const ready = conditionOf(object, 'Ready');
+      return ready?.reason === reason && ready.observedGeneration === object!.metadata.generation && object!.status?.observedGeneration === object!.metadata.generation && object;
+    },
+    { timeoutMs: WAIT_MS, intervalMs: 200, what: `${name} Ready reason ${reason}`, retryErrors: true },
+  );
 }
 
 interface PoolRow {
@@ -162,22 +151,28 @@ describe('BrowserPool resources applied with kubectl', () => {
     // A new spec: one smaller browser of another size; the idle ones of the old configuration are rebuilt.
     const before = await poolRow(poolId);
     await apply('warm', { size: 1, headless: true, fillRatePerMinute: 6000, viewport: { width: 1280, height: 720 } });
-    const changed = await eventually('the new spec in the pool row', async () => {
-      const row = await poolRow(poolId);
-      return row.size === 1 && row.viewport_width === 1280 && row;
-    });
+    const changed = await eventually(
+      async () => {
+        const row = await poolRow(poolId);
+        return row.size === 1 && row.viewport_width === 1280 && row;
+      },
+      { timeoutMs: WAIT_MS, intervalMs: 200, what: 'the new spec in the pool row', retryErrors: true },
+    );
     expect(changed.generation).toBeGreaterThan(before.generation);
-    await eventually('the pool full again with browsers of the new configuration', async () => {
-      const live = (await poolBrowsers(poolId)).filter((b) => b.deleted_at === null);
-      const object = await getResource('warm');
-      return (
-        live.length === 1 &&
-        live.every((b) => b.pool_generation === changed.generation && b.viewport_width === 1280) &&
-        conditionOf(object, 'Ready')?.reason === READY_REASONS.full &&
-        object!.status?.observedGeneration === object!.metadata.generation &&
-        object!.status?.availableCount === 1
-      );
-    });
+    await eventually(
+      async () => {
+        const live = (await poolBrowsers(poolId)).filter((b) => b.deleted_at === null);
+        const object = await getResource('warm');
+        return (
+          live.length === 1 &&
+          live.every((b) => b.pool_generation === changed.generation && b.viewport_width === 1280) &&
+          conditionOf(object, 'Ready')?.reason === READY_REASONS.full &&
+          object!.status?.observedGeneration === object!.metadata.generation &&
+          object!.status?.availableCount === 1
+        );
+      },
+      { timeoutMs: WAIT_MS, intervalMs: 200, what: 'the pool full again with browsers of the new configuration', retryErrors: true },
+    );
 
     // An invalid spec (a name Chrome has no policy for: the CRD cannot tell, the API's schema can).
     await apply('warm', { size: 2, headless: true, chromePolicy: { 'Not a policy!': true } });
@@ -197,11 +192,14 @@ describe('BrowserPool resources applied with kubectl', () => {
     const leasedId = lease.body.session_id as string;
 
     await kubectlDelete('drain');
-    const draining = await eventually('Draining with the lease held', async () => {
-      const object = await getResource('drain');
-      const condition = conditionOf(object, 'Draining');
-      return condition?.reason === DRAINING_REASONS.leasesHeld && object!.status?.availableCount === 0 && object;
-    });
+    const draining = await eventually(
+      async () => {
+        const object = await getResource('drain');
+        const condition = conditionOf(object, 'Draining');
+        return condition?.reason === DRAINING_REASONS.leasesHeld && object!.status?.availableCount === 0 && object;
+      },
+      { timeoutMs: WAIT_MS, intervalMs: 200, what: 'Draining with the lease held', retryErrors: true },
+    );
     expect(conditionOf(draining, 'Draining')).toMatchObject({ status: 'True', message: 'waiting for 1 leased browser to be released' });
     expect(draining.metadata.finalizers).toContain(FINALIZERS.browserPool);
     expect(draining.metadata.deletionTimestamp).toBeDefined();
@@ -218,12 +216,12 @@ describe('BrowserPool resources applied with kubectl', () => {
     // Closed on release, not reset and put back where an acquire could lease it again.
     const { rows } = await app.deps.db.query<{ deleted_reason: string | null }>('SELECT deleted_reason FROM browser_sessions WHERE id = $1', [leasedId]);
     expect(rows[0]!.deleted_reason).toBe('pool_released');
-    await eventually('the resource gone', async () => (await getResource('drain')) === undefined);
+    await eventually(async () => (await getResource('drain')) === undefined, { timeoutMs: WAIT_MS, intervalMs: 200, what: 'the resource gone', retryErrors: true });
     expect((await poolRow(poolId)).deleted_at).not.toBeNull();
     expect((await http.get(`/browser_pools/${poolId}`)).status).toBe(404);
     expect((await poolBrowsers(poolId)).every((b) => b.deleted_at !== null)).toBe(true);
     const ids = new Set((await poolBrowsers(poolId)).map((b) => b.id));
-    await eventually('every browser of the pool closed', async () => (await app.runtime.list()).every((b) => !ids.has(b.browserId) || b.phase !== 'Ready'));
+    await eventually(async () => (await app.runtime.list()).every((b) => !ids.has(b.browserId) || b.phase !== 'Ready'), { timeoutMs: WAIT_MS, intervalMs: 200, what: 'every browser of the pool closed', retryErrors: true });
   }, TEST_MS);
 
   it('kubectl delete of a pool annotated force-delete ends its leased browser at once, as an API DELETE with force does', async () => {
@@ -239,13 +237,13 @@ describe('BrowserPool resources applied with kubectl', () => {
     await kubectlDelete('forced');
 
     // No release: the lease is ended for its holder, the pool and the resource go.
-    await eventually('the resource gone', async () => (await getResource('forced')) === undefined, 60_000);
+    await eventually(async () => (await getResource('forced')) === undefined, { timeoutMs: 60_000, intervalMs: 200, what: 'the resource gone', retryErrors: true });
     const { rows } = await app.deps.db.query<{ deleted_reason: string | null }>('SELECT deleted_reason FROM browser_sessions WHERE id = $1', [leasedId]);
     expect(rows[0]!.deleted_reason).toBe('pool_deleted');
     expect((await http.get(`/browsers/${leasedId}`)).status).toBe(404);
     expect((await poolRow(poolId)).deleted_at).not.toBeNull();
     expect((await http.get(`/browser_pools/${poolId}`)).status).toBe(404);
-    await eventually('the leased browser closed', async () => (await app.runtime.list()).every((b) => b.browserId !== leasedId || b.phase !== 'Ready'));
+    await eventually(async () => (await app.runtime.list()).every((b) => b.browserId !== leasedId || b.phase !== 'Ready'), { timeoutMs: WAIT_MS, intervalMs: 200, what: 'the leased browser closed', retryErrors: true });
   }, TEST_MS);
 
   it('takes no pool over: a name an API pool holds is a NameConflict, an unknown project a ProjectNotFound; deleting either releases its finalizer', async () => {
@@ -266,7 +264,7 @@ describe('BrowserPool resources applied with kubectl', () => {
 
     await kubectlDelete('claims-taken');
     await kubectlDelete('lost');
-    await eventually('both resources gone', async () => (await getResource('claims-taken')) === undefined && (await getResource('lost')) === undefined);
+    await eventually(async () => (await getResource('claims-taken')) === undefined && (await getResource('lost')) === undefined, { timeoutMs: WAIT_MS, intervalMs: 200, what: 'both resources gone', retryErrors: true });
     expect((await poolRow(apiPool.body.id)).deleted_at).toBeNull();
     expect((await http.delete(`/browser_pools/${apiPool.body.id}`, { force: true })).status).toBe(204);
   }, TEST_MS);

@@ -8,6 +8,7 @@ import { FINALIZERS } from '../../contract/kinds.js';
 import { REASONS } from '../../operator/src/reconcilers/browser-session-plan.js';
 import { createBrowserSessionReconciler, type BrowserSessionReconciler } from '../../operator/src/reconcilers/browser-session.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
+import { eventually } from '../support/eventually.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import {
   createLaunchSecret,
@@ -17,7 +18,6 @@ import {
   newSessionId,
   readSession,
   readyCondition,
-  waitUntil,
   type SessionObject,
 } from './support/browser-sessions.js';
 import { freshNamespace, installCrds, kubeConfig } from './support/kube.js';
@@ -81,13 +81,13 @@ async function launched(): Promise<{ id: string; name: string; resource: Session
   const id = newSessionId();
   const created = await createSession(namespace, id);
   await createLaunchSecret(namespace, created, launchSpec(id));
-  const resource = await waitUntil(() => session(created.metadata.name), (r) => r?.status?.phase === 'Running' && Boolean(r.status.agentUrl), 'Running');
+  const resource = await eventually(() => session(created.metadata.name), { timeoutMs: 90_000, intervalMs: 150, what: 'Running', accept: (r) => r?.status?.phase === 'Running' && Boolean(r.status.agentUrl) });
   return { id, name: created.metadata.name, resource: resource! };
 }
 
 async function deletedWithoutTrace(id: string, name: string): Promise<void> {
   await deleteSession(namespace, name);
-  await waitUntil(() => session(name), (r) => r === undefined, 'BrowserSession gone', 60_000);
+  await eventually(() => session(name), { timeoutMs: 60_000, intervalMs: 150, what: 'BrowserSession gone', accept: (r) => r === undefined });
   expect(await podOf(browserPodName(id))).toBeUndefined();
   expect(await secretExists(`${name}-launch`)).toBe(false);
   // The runtime's copy of the launch spec for the pod goes with it.
@@ -144,13 +144,13 @@ describe('BrowserSession reconciler', () => {
   it('waits for a launch Secret that arrives late (AwaitingLaunchSpec, no pod), then runs the browser', async () => {
     const id = newSessionId();
     const created = await createSession(namespace, id);
-    const waiting = await waitUntil(() => session(created.metadata.name), (r) => readyCondition(r?.status)?.reason === REASONS.awaitingLaunchSpec, 'AwaitingLaunchSpec');
+    const waiting = await eventually(() => session(created.metadata.name), { timeoutMs: 90_000, intervalMs: 150, what: 'AwaitingLaunchSpec', accept: (r) => readyCondition(r?.status)?.reason === REASONS.awaitingLaunchSpec });
     expect(waiting!.status).toMatchObject({ phase: 'Pending', sessionId: id });
     expect(readyCondition(waiting!.status)).toMatchObject({ status: 'False' });
     expect(await podOf(browserPodName(id))).toBeUndefined();
 
     await createLaunchSecret(namespace, created, launchSpec(id));
-    const ready = await waitUntil(() => session(created.metadata.name), (r) => r?.status?.phase === 'Running', 'Running after the Secret');
+    const ready = await eventually(() => session(created.metadata.name), { timeoutMs: 90_000, intervalMs: 150, what: 'Running after the Secret', accept: (r) => r?.status?.phase === 'Running' });
     expect(ready!.status!.agentUrl).toMatch(/^http:\/\/127\.0\.0\./);
     expect(readyCondition(ready!.status)).toMatchObject({ status: 'True', reason: REASONS.podReady });
     expect((await fetch(`${ready!.status!.agentUrl!}/health`, { headers: agentAuth(id) }).then((r) => r.json())) as { browser_id: string }).toMatchObject({ browser_id: id });
@@ -161,7 +161,7 @@ describe('BrowserSession reconciler', () => {
     const { id, name } = await launched();
     const [agent] = node.containers(namespace, browserPodName(id));
     process.kill(agent!.pid, 'SIGKILL');
-    const failed = await waitUntil(() => session(name), (r) => r?.status?.phase === 'Failed', 'Failed', 60_000);
+    const failed = await eventually(() => session(name), { timeoutMs: 60_000, intervalMs: 150, what: 'Failed', accept: (r) => r?.status?.phase === 'Failed' });
     expect(readyCondition(failed!.status)).toMatchObject({ status: 'False', reason: REASONS.browserExited });
     expect(failed!.status!.message).toContain('exit code 137');
     // Server-side apply drops what the operator stopped sending.
@@ -177,7 +177,7 @@ describe('BrowserSession reconciler', () => {
     const id = newSessionId();
     const created = await createSession(namespace, id);
     await createLaunchSecret(namespace, created, launchSpec(id));
-    await waitUntil(() => podOf(browserPodName(id)), (pod) => pod !== undefined, 'pod created', 30_000);
+    await eventually(() => podOf(browserPodName(id)), { timeoutMs: 30_000, intervalMs: 150, what: 'pod created', accept: (pod) => pod !== undefined });
     await deletedWithoutTrace(id, created.metadata.name);
   });
 });

@@ -58,14 +58,6 @@ function configMapController(config: KubeConfig, namespace: string, reconcile: (
   return { controller, informer };
 }
 
-async function eventually(check: () => boolean | Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 describe('controller on a real API server', () => {
   it('reconciles what exists at start and what is created, changed and deleted later', async () => {
     const namespace = await freshNamespace('ctl');
@@ -76,12 +68,12 @@ describe('controller on a real API server', () => {
       seen.push(key);
       return Promise.resolve();
     });
-    await eventually(() => seen.includes(`${namespace}/before`), 'the object that existed at start');
+    await expect.poll(() => seen.includes(`${namespace}/before`), { timeout: 20_000, interval: 100, message: 'the object that existed at start' }).toBe(true);
     await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'after' }, data: { v: '1' } } });
-    await eventually(() => seen.includes(`${namespace}/after`), 'a created object');
+    await expect.poll(() => seen.includes(`${namespace}/after`), { timeout: 20_000, interval: 100, message: 'a created object' }).toBe(true);
     const count = seen.length;
     await core.deleteNamespacedConfigMap({ namespace, name: 'after' });
-    await eventually(() => seen.length > count && seen.at(-1) === `${namespace}/after`, 'a deleted object');
+    await expect.poll(() => seen.length > count && seen.at(-1) === `${namespace}/after`, { timeout: 20_000, interval: 100, message: 'a deleted object' }).toBe(true);
   });
 
   it('merges a burst of changes to one object into few reconciles that see the last state', async () => {
@@ -96,11 +88,11 @@ describe('controller on a real API server', () => {
       lastSeen = informer.get(splitKey(key).name, namespace)?.data?.v ?? '';
       await new Promise((resolve) => setTimeout(resolve, 300));
     });
-    await eventually(() => reconciles >= 1, 'the first reconcile');
+    await expect.poll(() => reconciles >= 1, { timeout: 20_000, interval: 100, message: 'the first reconcile' }).toBe(true);
     for (let v = 1; v <= 30; v++) {
       await core.replaceNamespacedConfigMap({ namespace, name: 'hot', body: { metadata: { name: 'hot' }, data: { v: String(v) } } });
     }
-    await eventually(() => lastSeen === '30', 'a reconcile that saw the last change');
+    await expect.poll(() => lastSeen === '30', { timeout: 20_000, interval: 100, message: 'a reconcile that saw the last change' }).toBe(true);
     expect(reconciles).toBeLessThan(20);
   });
 
@@ -113,7 +105,7 @@ describe('controller on a real API server', () => {
       return attempts.length < 4 ? Promise.reject(new Error('not yet')) : Promise.resolve();
     });
     await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'flaky' } } });
-    await eventually(() => attempts.length >= 4, 'four attempts');
+    await expect.poll(() => attempts.length >= 4, { timeout: 20_000, interval: 100, message: 'four attempts' }).toBe(true);
     const gaps = attempts.slice(1).map((at, i) => at - attempts[i]!);
     // 5, 10, 20 ms of backoff at least, each longer than the one before.
     expect(gaps[2]!).toBeGreaterThanOrEqual(gaps[0]!);
@@ -135,13 +127,13 @@ describe('controller on a real API server', () => {
       return Promise.resolve();
     });
     await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'one' } } });
-    await eventually(() => seen.has(`${namespace}/one`), 'the first object');
+    await expect.poll(() => seen.has(`${namespace}/one`), { timeout: 20_000, interval: 100, message: 'the first object' }).toBe(true);
 
     relay.cut();
     await core.createNamespacedConfigMap({ namespace, body: { metadata: { name: 'two' } } });
     await core.deleteNamespacedConfigMap({ namespace, name: 'one' });
-    await eventually(() => seen.has(`${namespace}/two`), 'an object created while the watch was down');
-    await eventually(() => informer.get('one', namespace) === undefined, 'the cache forgetting an object deleted while the watch was down');
+    await expect.poll(() => seen.has(`${namespace}/two`), { timeout: 20_000, interval: 100, message: 'an object created while the watch was down' }).toBe(true);
+    await expect.poll(() => informer.get('one', namespace) === undefined, { timeout: 20_000, interval: 100, message: 'the cache forgetting an object deleted while the watch was down' }).toBe(true);
     expect(controller.watchRestarts.get('configmaps')).toBeGreaterThanOrEqual(1);
   });
 
@@ -180,7 +172,7 @@ describe('controller on a real API server', () => {
       stop.abort();
       await running;
     });
-    await eventually(() => seenInSecondary.length >= 1, 'a reconcile after the retried list');
+    await expect.poll(() => seenInSecondary.length >= 1, { timeout: 20_000, interval: 100, message: 'a reconcile after the retried list' }).toBe(true);
     expect(lists).toBeGreaterThanOrEqual(2);
     expect(controller.watchRestarts.get('secondary')).toBeGreaterThanOrEqual(1);
     expect(seenInSecondary.every((count) => count === 2)).toBe(true);
@@ -200,6 +192,6 @@ describe('controller on a real API server', () => {
       },
       500,
     );
-    await eventually(() => reconciles >= 4, 'three resyncs of an object nobody touches', 10_000);
+    await expect.poll(() => reconciles >= 4, { timeout: 10_000, interval: 100, message: 'three resyncs of an object nobody touches' }).toBe(true);
   });
 });

@@ -4,6 +4,7 @@ import { ANNOTATIONS, API_VERSION, FIELD_MANAGERS, LABELS, PLURALS, resourceName
 import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
 import { createCustomResourceRuntime, type CustomResourceRuntime } from '../../api/src/runtime/custom-resource-runtime.js';
 import { LAUNCH_SPEC_KEY, launchSecretNameOf, SESSION_PHASES, SESSION_REASONS as READY_REASONS } from '../../contract/kinds.js';
+import { eventually } from '../support/eventually.js';
 import { launchSpec } from './support/browser-sessions.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { testAgentTokens } from '../support/agent-access.js';
@@ -30,14 +31,14 @@ afterAll(async () => {
 let counter = 0;
 const spec = (overrides: Partial<BrowserLaunchSpec> = {}): BrowserLaunchSpec => launchSpec(`bs_cr${++counter}${Date.now().toString(36)}`, overrides);
 
-async function waitForResource(name: string): Promise<Record<string, any>> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const answer = await rawRequest('GET', `${sessions()}/${name}`);
-    if (answer.status === 200) return answer.body;
-    if (Date.now() > deadline) throw new Error(`BrowserSession ${name} never appeared`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+function waitForResource(name: string): Promise<Record<string, any>> {
+  return eventually(
+    async () => {
+      const answer = await rawRequest('GET', `${sessions()}/${name}`);
+      return answer.status === 200 ? (answer.body as Record<string, any>) : undefined;
+    },
+    { timeoutMs: 20_000, intervalMs: 100, what: `BrowserSession ${name} to appear` },
+  );
 }
 
 /** What the operator writes once the pod is ready (or failed), through /status. */

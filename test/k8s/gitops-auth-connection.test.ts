@@ -10,6 +10,7 @@ import { startAuthConnectionReconciler } from '../../operator/src/reconcilers/au
 import { REPORTING_CONTROLLER } from '../../operator/src/reconcilers/transition-events.js';
 import { AUTH_CONNECTION_FINALIZER, READY_REASONS } from '../../operator/src/reconcilers/auth-connection-plan.js';
 import { PASSWORD, startLoginSites, USERNAME, type LoginSites } from '../fixtures/login-sites/server.js';
+import { eventually } from '../support/eventually.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
@@ -91,31 +92,15 @@ async function getResource(name: string, ns = namespace): Promise<AuthConnection
 
 const readyOf = (object: AuthConnectionObject | undefined) => object?.status?.conditions?.find((c) => c.type === 'Ready');
 
-async function eventually<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = WAIT_MS): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value !== undefined && value !== false) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`not within ${timeoutMs} ms: ${what}${last ? ` (last error: ${last instanceof Error ? last.message : JSON.stringify(last)})` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-
 /** A resource whose status reports Ready with this reason for its current generation. */
 function readyWith(name: string, reason: string, timeoutMs = WAIT_MS): Promise<AuthConnectionObject> {
   return eventually(
-    `${name} Ready reason ${reason}`,
     async () => {
       const object = await getResource(name);
       const ready = readyOf(object);
       return ready?.reason === reason && ready.observedGeneration === object!.metadata.generation && object!.status?.observedGeneration === object!.metadata.generation && object;
     },
-    timeoutMs,
+    { timeoutMs: timeoutMs, intervalMs: 200, what: `${name} Ready reason ${reason}`, retryErrors: true },
   );
 }
 
@@ -163,7 +148,7 @@ describe('AuthConnection resources applied with kubectl', () => {
 
     // A changed spec reaches the row, and the schedule with it.
     await apply('single', { domain: sites.domain('single'), profileName: 'gitops-single', loginUrl: sites.url('single', '/login'), credential: { name: 'single-cred' }, healthCheckInterval: 900 });
-    await eventually('the new interval in the row', async () => (await connectionRows({ id }))[0]?.health_check_interval === 900);
+    await eventually(async () => (await connectionRows({ id }))[0]?.health_check_interval === 900, { timeoutMs: WAIT_MS, intervalMs: 200, what: 'the new interval in the row', retryErrors: true });
     expect((await healthCheckRunAt(id))!.getTime() - Date.now()).toBeGreaterThan(800_000);
     await readyWith('single', READY_REASONS.needsAuth);
 
@@ -187,7 +172,7 @@ describe('AuthConnection resources applied with kubectl', () => {
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     const login = await http.post(`/auth/connections/${id}/login`, {});
     expect(login.status, login.text).toBe(200);
-    await eventually('the login flow in the status', async () => (await getResource('single'))?.status?.flowType === 'LOGIN', 20_000);
+    await eventually(async () => (await getResource('single'))?.status?.flowType === 'LOGIN', { timeoutMs: 20_000, intervalMs: 200, what: 'the login flow in the status', retryErrors: true });
     const authenticated = await readyWith('single', READY_REASONS.authenticated);
     expect(authenticated.status).toMatchObject({ connectionId: id, status: 'AUTHENTICATED', flowStatus: 'SUCCESS', flowStep: 'COMPLETED', flowType: 'LOGIN', lastAuthCheckAt: expect.any(String) });
     expect(readyOf(authenticated)?.status).toBe('True');
@@ -198,16 +183,19 @@ describe('AuthConnection resources applied with kubectl', () => {
     expect(text).not.toContain(PASSWORD);
     expect(await http.get(`/auth/connections/${id}`)).toMatchObject({ body: { status: 'AUTHENTICATED', flow_status: 'SUCCESS' } });
     // kubectl describe tells the story: the login started, then it succeeded.
-    await eventually('the Authenticated event', async () => {
-      const reasons = (await kubeConfig().makeApiClient(EventsV1Api).listNamespacedEvent({ namespace })).items
-        .filter((event) => event.regarding?.kind === 'AuthConnection' && event.regarding.name === 'single')
-        .map((event) => event.reason);
-      return reasons.includes(READY_REASONS.loginInProgress) && reasons.includes(READY_REASONS.authenticated);
-    }, 20_000);
+    await eventually(
+      async () => {
+        const reasons = (await kubeConfig().makeApiClient(EventsV1Api).listNamespacedEvent({ namespace })).items
+          .filter((event) => event.regarding?.kind === 'AuthConnection' && event.regarding.name === 'single')
+          .map((event) => event.reason);
+        return reasons.includes(READY_REASONS.loginInProgress) && reasons.includes(READY_REASONS.authenticated);
+      },
+      { timeoutMs: 20_000, intervalMs: 200, what: 'the Authenticated event', retryErrors: true },
+    );
 
     // kubectl delete: the connection goes, its health check with it, and the finalizer is released.
     await kubectlDelete('single');
-    await eventually('the resource gone', async () => (await getResource('single')) === undefined);
+    await eventually(async () => (await getResource('single')) === undefined, { timeoutMs: WAIT_MS, intervalMs: 200, what: 'the resource gone', retryErrors: true });
     expect(await connectionRows({ id })).toEqual([]);
     expect((await http.get(`/auth/connections/${id}`)).status).toBe(404);
     expect(await healthCheckRunAt(id)).toBeUndefined();
@@ -229,7 +217,7 @@ describe('AuthConnection resources applied with kubectl', () => {
 
     await kubectlDelete('no-cred');
     await kubectlDelete('too-often');
-    await eventually('both resources gone', async () => (await getResource('no-cred')) === undefined && (await getResource('too-often')) === undefined);
+    await eventually(async () => (await getResource('no-cred')) === undefined && (await getResource('too-often')) === undefined, { timeoutMs: WAIT_MS, intervalMs: 200, what: 'both resources gone', retryErrors: true });
   }, TEST_MS);
 
   it('takes no connection over: the same domain and profile as an API connection is a NameConflict; deleting the resource leaves it', async () => {
@@ -245,7 +233,7 @@ describe('AuthConnection resources applied with kubectl', () => {
     expect((await http.patch(`/auth/connections/${apiMade.body.id}`, { health_checks: true })).status).toBe(200);
 
     await kubectlDelete('claims');
-    await eventually('the resource gone', async () => (await getResource('claims')) === undefined);
+    await eventually(async () => (await getResource('claims')) === undefined, { timeoutMs: WAIT_MS, intervalMs: 200, what: 'the resource gone', retryErrors: true });
     expect((await http.get(`/auth/connections/${apiMade.body.id}`)).status).toBe(200);
     expect((await http.delete(`/auth/connections/${apiMade.body.id}`)).status).toBe(204);
   }, TEST_MS);
@@ -274,12 +262,11 @@ describe('the built operator process', () => {
     try {
       await apply('from-process', { domain: sites.domain('totp'), profileName: 'process-made', healthChecks: false }, ns);
       const made = await eventually(
-        'the operator process to report the connection',
         async () => {
           const object = await getResource('from-process', ns);
           return readyOf(object)?.reason === READY_REASONS.needsAuth && object!.status?.connectionId !== undefined && object;
         },
-        WAIT_MS,
+        { timeoutMs: WAIT_MS, intervalMs: 200, what: 'the operator process to report the connection', retryErrors: true },
       ).catch((error: unknown) => {
         throw new Error(`${error instanceof Error ? error.message : String(error)}\n--- operator\n${operator.logTail()}`);
       });
@@ -288,7 +275,7 @@ describe('the built operator process', () => {
       expect(await connectionRows({ id })).toEqual([expect.objectContaining({ kubernetes_resource: `${ns}/from-process` })]);
 
       await kubectlDelete('from-process', ns);
-      await eventually('the resource gone', async () => (await getResource('from-process', ns)) === undefined);
+      await eventually(async () => (await getResource('from-process', ns)) === undefined, { timeoutMs: WAIT_MS, intervalMs: 200, what: 'the resource gone', retryErrors: true });
       expect(await connectionRows({ id })).toEqual([]);
     } finally {
       if (operator.child.exitCode === null) {

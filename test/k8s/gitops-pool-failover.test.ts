@@ -6,9 +6,9 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { browserPodName, labelValue } from '../../operator/src/k8s/browser-pod.js';
 import { API_VERSION, FINALIZERS, LABELS, PLURALS } from '../../contract/kinds.js';
-import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
+import { eventually } from '../support/eventually.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 import { freshDatabase, type TestDatabase } from '../support/database.js';
-import { waitUntil } from './support/browser-sessions.js';
 import { writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
@@ -210,14 +210,14 @@ async function podExists(sessionId: string): Promise<boolean> {
 /** Applies a pool of one and waits until the API reports its browser warm. */
 async function filledPool(name: string): Promise<string> {
   await applyPool(name);
-  const pool = await waitUntil(() => service.client().browserPools.retrieve(name).catch(() => undefined), (p) => p?.available_count === 1, `${name} filled`, 150_000);
+  const pool = await eventually(() => service.client().browserPools.retrieve(name).catch(() => undefined), { timeoutMs: 150_000, intervalMs: 150, what: `${name} filled`, accept: (p) => p?.available_count === 1 });
   return pool!.id;
 }
 
 /** Deletes the resource with a browser leased, and waits until the drain reports the lease it waits for. */
 async function drainingWithLease(name: string): Promise<void> {
   await deletePool(name);
-  const draining = await waitUntil(() => readPool(name), (r) => conditionOf(r, 'Draining')?.reason === 'LeasesHeld', `${name} Draining with LeasesHeld`, 30_000);
+  const draining = await eventually(() => readPool(name), { timeoutMs: 30_000, intervalMs: 150, what: `${name} Draining with LeasesHeld`, accept: (r) => conditionOf(r, 'Draining')?.reason === 'LeasesHeld' });
   expect(draining!.metadata.deletionTimestamp).toBeDefined();
   expect(draining!.metadata.finalizers).toContain(FINALIZERS.browserPool);
   expect(conditionOf(draining, 'Draining')).toMatchObject({ status: 'True' });
@@ -226,11 +226,11 @@ async function drainingWithLease(name: string): Promise<void> {
 
 /** What a finished drain leaves: no resource, the row deleted, no BrowserSession, no pod. */
 async function drainedAway(name: string, poolId: string, sessionIds: string[]): Promise<void> {
-  await waitUntil(() => readPool(name), (r) => r === undefined, `${name} gone`, 120_000);
+  await eventually(() => readPool(name), { timeoutMs: 120_000, intervalMs: 150, what: `${name} gone`, accept: (r) => r === undefined });
   expect(await poolRows(name)).toEqual([{ id: poolId, deleted: true, draining: true }]);
   await expect(service.client().browserPools.retrieve(name)).rejects.toMatchObject({ status: 404 });
-  await waitUntil(() => poolSessionIds(poolId), (ids) => ids.length === 0, `${name}'s BrowserSessions gone`, 60_000);
-  for (const id of sessionIds) await waitUntil(() => podExists(id), (exists) => !exists, `pod of ${id} gone`, 60_000);
+  await eventually(() => poolSessionIds(poolId), { timeoutMs: 60_000, intervalMs: 150, what: `${name}'s BrowserSessions gone`, accept: (ids) => ids.length === 0 });
+  for (const id of sessionIds) await eventually(() => podExists(id), { timeoutMs: 60_000, intervalMs: 150, what: `pod of ${id} gone`, accept: (exists) => !exists });
 }
 
 describe('operator crashes in the middle of a BrowserPool reconcile', () => {
@@ -270,14 +270,9 @@ describe('operator crashes in the middle of a BrowserPool reconcile', () => {
       await blocker.query('BEGIN');
       await blocker.query('SELECT p.id FROM projects p WHERE p.is_default AND p.org_id = (SELECT id FROM orgs ORDER BY created_at, id LIMIT 1) FOR UPDATE');
       await applyPool(name);
-      await waitUntil(() => readPool(name), (r) => r?.metadata.finalizers?.includes(FINALIZERS.browserPool) === true, 'finalizer added', 30_000);
+      await eventually(() => readPool(name), { timeoutMs: 30_000, intervalMs: 150, what: 'finalizer added', accept: (r) => r?.metadata.finalizers?.includes(FINALIZERS.browserPool) === true });
       const blockerPid = (await blocker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-      await waitUntil(
-        async () => (await database.db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)) AND query LIKE $2', [blockerPid, '%FROM projects%FOR SHARE%'])).rows[0]!.n,
-        (n) => n > 0,
-        "the leader's create waiting on the project",
-        30_000,
-      );
+      await eventually(async () => (await database.db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)) AND query LIKE $2', [blockerPid, '%FROM projects%FOR SHARE%'])).rows[0]!.n, { timeoutMs: 30_000, intervalMs: 150, what: "the leader's create waiting on the project", accept: (n) => n > 0 });
       const atKill = await readPool(name);
       expect(atKill?.status, 'no status yet: the reconcile had not finished').toBeUndefined();
       killedAt = await kill(a);
@@ -288,7 +283,7 @@ describe('operator crashes in the middle of a BrowserPool reconcile', () => {
     expect(await poolRows(name), 'the killed leader wrote no row').toEqual([]);
 
     await leading(b);
-    const ready = await waitUntil(() => readPool(name), (r) => conditionOf(r, 'Ready')?.status === 'True', `${name} Ready`, 150_000);
+    const ready = await eventually(() => readPool(name), { timeoutMs: 150_000, intervalMs: 150, what: `${name} Ready`, accept: (r) => conditionOf(r, 'Ready')?.status === 'True' });
     console.log(`pool create failover (no row yet): Ready ${Date.now() - killedAt} ms after the SIGKILL`);
     expect(conditionOf(ready, 'Ready')).toMatchObject({ reason: 'Full' });
     const rows = await poolRows(name);
@@ -307,16 +302,16 @@ describe('operator crashes in the middle of a BrowserPool reconcile', () => {
     try {
       // Applied before any operator runs, and checked refused, so the first reconcile meets the policy.
       await applyPool(name, { [HOLD_STATUS_LABEL]: 'true' });
-      await waitUntil(statusWriteRefused(name), (refused) => refused, 'status writes refused by the admission policy', 30_000);
+      await eventually(statusWriteRefused(name), { timeoutMs: 30_000, intervalMs: 150, what: 'status writes refused by the admission policy', accept: (refused) => refused });
       const [a, b] = await leaderAndStandby('pool-operator-f', 'pool-operator-g');
-      const [written] = await waitUntil(() => poolRows(name), (rows) => rows.length > 0, "the leader's pool row", 60_000);
+      const [written] = await eventually(() => poolRows(name), { timeoutMs: 60_000, intervalMs: 150, what: "the leader's pool row", accept: (rows) => rows.length > 0 });
       await a.waitFor((line) => line.msg === 'reconcile failed; retrying with backoff' && line.resource === `${namespace}/${name}` && /HTTP-Code: 403/.test(line.err?.message ?? ''), 'a refused status write', 60_000);
       expect((await readPool(name))?.status, 'no status: the reconcile never finished').toBeUndefined();
       const killedAt = await kill(a);
 
       await applyPool(name);
       await leading(b);
-      const ready = await waitUntil(() => readPool(name), (r) => conditionOf(r, 'Ready')?.status === 'True', `${name} Ready`, 150_000);
+      const ready = await eventually(() => readPool(name), { timeoutMs: 150_000, intervalMs: 150, what: `${name} Ready`, accept: (r) => conditionOf(r, 'Ready')?.status === 'True' });
       console.log(`pool create failover (row written): Ready ${Date.now() - killedAt} ms after the SIGKILL`);
       expect(ready!.status!.poolId).toBe(written!.id);
       expect(await poolRows(name)).toEqual([{ id: written!.id, deleted: false, draining: false }]);

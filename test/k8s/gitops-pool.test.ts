@@ -4,7 +4,8 @@ import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION, LABELS, PLURALS } from '../../contract/kinds.js';
-import { cleanupServices, startService, type RunningService } from '../e2e/support/service.js';
+import { eventually } from '../support/eventually.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
 import { freshDatabase, type TestDatabase } from '../support/database.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { writeKubeconfig } from './support/helm.js';
@@ -28,21 +29,6 @@ let operatorDataDir: string;
 let pages: TestPageServer;
 
 const poolPath = (name: string) => `/apis/${API_VERSION}/namespaces/${namespace}/${PLURALS.BrowserPool}/${name}`;
-
-async function eventually<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined | false>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value;
-    } catch (error) {
-      last = error instanceof Error ? error.message : String(error);
-    }
-    if (Date.now() > deadline) throw new Error(`${what} not within ${timeoutMs} ms (${last})\n--- operator\n${operator?.logTail()}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
 
 beforeAll(async () => {
   assertOperatorBuilt();
@@ -98,16 +84,22 @@ describe('a BrowserPool applied with kubectl, through the built API and operator
     expect(applied.status, JSON.stringify(applied.body)).toBeLessThan(300);
 
     const client = service.client();
-    const pool = await eventually('the pool to fill', 150_000, async () => {
-      const found = await client.browserPools.retrieve(name);
-      return found.available_count === 1 && found;
-    });
+    const pool = await eventually(
+      async () => {
+        const found = await client.browserPools.retrieve(name);
+        return found.available_count === 1 && found;
+      },
+      { timeoutMs: 150_000, intervalMs: 250, what: 'the pool to fill', retryErrors: true, detail: () => `--- operator\n${operator?.logTail()}` },
+    );
     expect(pool).toMatchObject({ name, acquired_count: 0 });
-    const status = await eventually('the resource to report the pool', 60_000, async () => {
-      const body = (await rawRequest('GET', poolPath(name))).body as { status?: Record<string, unknown> };
-      // Counts are re-read on a requeue (every few seconds), so they may trail the API a moment.
-      return body.status?.poolId === pool.id && body.status.availableCount === 1 && body.status;
-    });
+    const status = await eventually(
+      async () => {
+        const body = (await rawRequest('GET', poolPath(name))).body as { status?: Record<string, unknown> };
+        // Counts are re-read on a requeue (every few seconds), so they may trail the API a moment.
+        return body.status?.poolId === pool.id && body.status.availableCount === 1 && body.status;
+      },
+      { timeoutMs: 60_000, intervalMs: 250, what: 'the resource to report the pool', retryErrors: true, detail: () => `--- operator\n${operator?.logTail()}` },
+    );
     expect(status).toMatchObject({ poolId: pool.id, availableCount: 1, acquiredCount: 0 });
     // The warm browser is a BrowserSession of the pool, run as a pod by the operator.
     const sessions = (await rawRequest('GET', `/apis/${API_VERSION}/namespaces/${namespace}/${PLURALS.BrowserSession}?labelSelector=${encodeURIComponent(LABELS.poolId)}`)).body as { items: unknown[] };
@@ -131,11 +123,14 @@ describe('a BrowserPool applied with kubectl, through the built API and operator
     // kubectl delete drains: the pool goes from the API, and its browsers with it.
     const deleted = await rawRequest('DELETE', poolPath(name), { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: 'Background' });
     expect(deleted.status).toBeLessThan(300);
-    await eventually('the resource to be gone', 120_000, async () => (await rawRequest('GET', poolPath(name))).status === 404);
+    await eventually(async () => (await rawRequest('GET', poolPath(name))).status === 404, { timeoutMs: 120_000, intervalMs: 250, what: 'the resource to be gone', retryErrors: true, detail: () => `--- operator\n${operator?.logTail()}` });
     await expect(client.browserPools.retrieve(name)).rejects.toMatchObject({ status: 404 });
-    await eventually('the pool browsers to be gone', 120_000, async () => {
-      const left = (await rawRequest('GET', `/apis/${API_VERSION}/namespaces/${namespace}/${PLURALS.BrowserSession}`)).body as { items: unknown[] };
-      return left.items.length === 0;
-    });
+    await eventually(
+      async () => {
+        const left = (await rawRequest('GET', `/apis/${API_VERSION}/namespaces/${namespace}/${PLURALS.BrowserSession}`)).body as { items: unknown[] };
+        return left.items.length === 0;
+      },
+      { timeoutMs: 120_000, intervalMs: 250, what: 'the pool browsers to be gone', retryErrors: true, detail: () => `--- operator\n${operator?.logTail()}` },
+    );
   }, 420_000);
 });

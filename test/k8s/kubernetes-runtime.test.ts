@@ -6,6 +6,7 @@ import { browserPodName } from '../../operator/src/k8s/browser-pod.js';
 import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
 import { BrowserResetError, BrowserSettingsError } from '../../contract/browser-runtime.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
+import { eventually } from '../support/eventually.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { launchSpec } from './support/browser-sessions.js';
 import { freshNamespace, kubeConfig } from './support/kube.js';
@@ -145,12 +146,12 @@ describe('KubernetesRuntime with a node agent', () => {
     const launched = await runtime.launch(wanted, { signal: signal() });
     const [agent] = node.containers(namespace, browserPodName(wanted.browserId));
     process.kill(agent!.pid, 'SIGKILL');
-    const deadline = Date.now() + 30_000;
-    let observed = await runtime.observe(wanted.browserId);
-    while (observed?.phase !== 'Failed' && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      observed = await runtime.observe(wanted.browserId);
-    }
+    const observed = await eventually(() => runtime.observe(wanted.browserId), {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+      what: 'the browser to be Failed',
+      accept: (o) => o?.phase === 'Failed',
+    });
     expect(observed).toMatchObject({ phase: 'Failed' });
     expect(observed!.reason).toContain('exit code 137');
 

@@ -4,6 +4,7 @@ import { CoordinationV1Api, CoreV1Api, Watch, type V1Pod } from '@kubernetes/cli
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AGENT_PORT, browserPod, browserPodName, browserSecret } from '../../operator/src/k8s/browser-pod.js';
+import { eventually } from '../support/eventually.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { launchSpec } from './support/browser-sessions.js';
 import { freshNamespace, kubeConfig } from './support/kube.js';
@@ -45,13 +46,7 @@ async function readPod(name: string, inNamespace = namespace): Promise<V1Pod | u
 }
 
 async function waitForPod(name: string, what: string, check: (pod: V1Pod | undefined) => boolean, timeoutMs = 45_000, inNamespace = namespace): Promise<V1Pod | undefined> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const pod = await readPod(name, inNamespace);
-    if (check(pod)) return pod;
-    if (Date.now() > deadline) throw new Error(`pod ${name} not ${what} within ${timeoutMs} ms: ${JSON.stringify(pod?.metadata)} ${JSON.stringify(pod?.status)}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  return eventually(() => readPod(name, inNamespace), { timeoutMs, intervalMs: 100, what: `pod ${name} ${what}`, accept: check });
 }
 
 const condition = (pod: V1Pod | undefined, type: string) => pod?.status?.conditions?.find((c) => c.type === type);
@@ -196,9 +191,7 @@ describe('the test node agent', () => {
     // A terminal pod is deleted at once by the API server; the node agent cleans up after.
     await core.deleteNamespacedPod({ name, namespace });
     await waitForPod(name, 'gone', (pod) => pod === undefined, 10_000);
-    const deadline = Date.now() + 5_000;
-    while (existsSync(sandbox) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(existsSync(sandbox), 'sandbox dir').toBe(false);
+    await expect.poll(() => existsSync(sandbox), { timeout: 5_000, interval: 50, message: 'sandbox dir' }).toBe(false);
   });
 
   it('gives two pods distinct addresses, waits for a missing Secret, and kills a force-deleted pod at once', async () => {
@@ -227,8 +220,8 @@ describe('the test node agent', () => {
     const [agent] = node.containers(namespace, first);
     const forced = Date.now();
     await core.deleteNamespacedPod({ name: first, namespace, gracePeriodSeconds: 0 });
-    const deadline = Date.now() + 10_000;
-    while ((alive(agent!.pid) || (await processesMentioning(sandbox)).length > 0) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    // Past the deadline, the assertions below say what is left.
+    await eventually(async () => !alive(agent!.pid) && (await processesMentioning(sandbox)).length === 0, { timeoutMs: 10_000, intervalMs: 50 }).catch(() => undefined);
     const killedMs = Date.now() - forced;
     expect(alive(agent!.pid), 'agent of the force-deleted pod').toBe(false);
     expect(await processesMentioning(sandbox)).toEqual([]);

@@ -9,7 +9,8 @@ import { startBrowserPoolReconciler } from '../../operator/src/reconcilers/brows
 import { createBrowserSessionReconciler, type BrowserSessionReconciler } from '../../operator/src/reconcilers/browser-session.js';
 import { REPORTING_CONTROLLER } from '../../operator/src/reconcilers/transition-events.js';
 import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
-import { createLaunchSecret, createSession, deleteSession, launchSpec, newSessionId, readSession, waitUntil } from './support/browser-sessions.js';
+import { eventually } from '../support/eventually.js';
+import { createLaunchSecret, createSession, deleteSession, launchSpec, newSessionId, readSession } from './support/browser-sessions.js';
 import { canI, renderChart, serverSideApply, writeKubeconfig, type KubeObject } from './support/helm.js';
 import { startTestApp } from '../support/test-app.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
@@ -101,7 +102,7 @@ async function runningSession(namespace: string): Promise<{ id: string; name: st
   const id = newSessionId();
   const created = await createSession(namespace, id);
   await createLaunchSecret(namespace, created, launchSpec(id));
-  await waitUntil(() => readSession(namespace, created.metadata.name), (r) => r?.status?.phase === 'Running', 'Running', 90_000);
+  await eventually(() => readSession(namespace, created.metadata.name), { timeoutMs: 90_000, intervalMs: 150, what: 'Running', accept: (r) => r?.status?.phase === 'Running' });
   return { id, name: created.metadata.name, uid: created.metadata.uid };
 }
 
@@ -111,7 +112,7 @@ describe('operator Events', () => {
     // Resyncs every 1.5 s find nothing new: they must not add events.
     await new Promise((resolve) => setTimeout(resolve, 4_000));
     await deleteSession(happy.namespace, name);
-    await waitUntil(() => readSession(happy.namespace, name), (r) => r === undefined, 'deleted', 60_000);
+    await eventually(() => readSession(happy.namespace, name), { timeoutMs: 60_000, intervalMs: 150, what: 'deleted', accept: (r) => r === undefined });
     await happy.events.flush();
 
     const events = await eventsAbout(happy.namespace, name);
@@ -135,7 +136,7 @@ describe('operator Events', () => {
     const id = newSessionId();
     const created = await createSession(crashing.namespace, id);
     await createLaunchSecret(crashing.namespace, created, launchSpec(id));
-    const failed = await waitUntil(() => readSession(crashing.namespace, created.metadata.name), (r) => r?.status?.phase === 'Failed', 'Failed', 60_000);
+    const failed = await eventually(() => readSession(crashing.namespace, created.metadata.name), { timeoutMs: 60_000, intervalMs: 150, what: 'Failed', accept: (r) => r?.status?.phase === 'Failed' });
     await crashing.events.flush();
     const events = await eventsAbout(crashing.namespace, created.metadata.name);
     expect(events.map((event) => [event.type, event.reason])).toEqual([
@@ -184,7 +185,7 @@ describe('operator Events', () => {
     // Said once as a warning (a misconfigured Role), quietly after.
     expect(refusals.map((line) => line.level).slice(0, 2)).toEqual(['warn', 'debug']);
     await deleteSession(forbidden.namespace, name);
-    await waitUntil(() => readSession(forbidden.namespace, name), (r) => r === undefined, 'deleted', 60_000);
+    await eventually(() => readSession(forbidden.namespace, name), { timeoutMs: 60_000, intervalMs: 150, what: 'deleted', accept: (r) => r === undefined });
   });
 });
 
@@ -208,13 +209,13 @@ describe('BrowserPool Events', () => {
     };
     try {
       await apply({ size: 1, headless: true });
-      await waitUntil(readyReason, (reason) => reason === 'Filling', 'Filling', 30_000);
+      await eventually(readyReason, { timeoutMs: 30_000, intervalMs: 150, what: 'Filling', accept: (reason) => reason === 'Filling' });
       // Resyncs every second find the same state: no new events.
       await new Promise((resolve) => setTimeout(resolve, 2_500));
       await apply({ size: 1, headless: true, chromePolicy: { 'Not a policy!': true } });
-      await waitUntil(readyReason, (reason) => reason === 'InvalidSpec', 'InvalidSpec', 30_000);
+      await eventually(readyReason, { timeoutMs: 30_000, intervalMs: 150, what: 'InvalidSpec', accept: (reason) => reason === 'InvalidSpec' });
       expect((await rawRequest('DELETE', poolPath, { apiVersion: 'v1', kind: 'DeleteOptions' })).status).toBeLessThan(300);
-      await waitUntil(readyReason, (reason) => reason === 'gone', 'drained and deleted', 60_000);
+      await eventually(readyReason, { timeoutMs: 60_000, intervalMs: 150, what: 'drained and deleted', accept: (reason) => reason === 'gone' });
       await events.flush();
       const recorded = await eventsAbout(namespace, 'events-pool');
       expect(recorded.map((event) => [event.type, event.reason, event.action])).toEqual([
@@ -285,12 +286,12 @@ describe('the operator process', () => {
       `operator /metrics after one session: adds ${sample(text, 'workqueue_adds_total', queue)}, reconciles ${reconciled}, mean work ${((workSum / sample(text, 'workqueue_work_duration_seconds_count', queue)!) * 1000).toFixed(1)} ms`,
     );
 
-    const events = await waitUntil(() => eventsAbout(processNamespace, name), (found) => found.some((event) => event.reason === 'PodReady'), 'PodReady event', 10_000);
+    const events = await eventually(() => eventsAbout(processNamespace, name), { timeoutMs: 10_000, intervalMs: 150, what: 'PodReady event', accept: (found) => found.some((event) => event.reason === 'PodReady') });
     expect(events.map((event) => event.reason)).toEqual(['PodStarting', 'PodReady']);
     expect(events.every((event) => event.reportingInstance === identity && event.regarding?.uid === uid)).toBe(true);
 
     await deleteSession(processNamespace, name);
-    await waitUntil(() => readSession(processNamespace, name), (r) => r === undefined, 'deleted', 60_000);
+    await eventually(() => readSession(processNamespace, name), { timeoutMs: 60_000, intervalMs: 150, what: 'deleted', accept: (r) => r === undefined });
     operator.child.kill('SIGTERM');
     expect(await operator.exited).toBe(0);
     expect(await core.listNamespacedPod({ namespace: processNamespace }).then((pods) => pods.items)).toEqual([]);

@@ -4,7 +4,8 @@ import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CDP_PATH } from '../../agent/src/server.js';
 import { browserPodName } from '../../operator/src/k8s/browser-pod.js';
-import { createLaunchSecret, createSession, deleteSession, launchSpec, newSessionId, readSession, waitUntil } from './support/browser-sessions.js';
+import { eventually } from '../support/eventually.js';
+import { createLaunchSecret, createSession, deleteSession, launchSpec, newSessionId, readSession } from './support/browser-sessions.js';
 import { writeKubeconfig } from './support/helm.js';
 import { freshNamespace, installCrds, kubeConfig } from './support/kube.js';
 import { startNodeAgent, type NodeAgent } from './support/node-agent.js';
@@ -72,7 +73,7 @@ describe('the operator process', () => {
     const created = await createSession(namespace, id);
     await createLaunchSecret(namespace, created, launchSpec(id));
     // The leader created the pod; Chromium is still starting: kill the leader now.
-    const [pod] = await waitUntil(() => podsOf(namespace, id), (pods) => pods.length > 0, 'pod created by the leader', 60_000);
+    const [pod] = await eventually(() => podsOf(namespace, id), { timeoutMs: 60_000, intervalMs: 150, what: 'pod created by the leader', accept: (pods) => pods.length > 0 });
     a.child.kill('SIGKILL');
     const killedAt = Date.now();
     const atKill = await readSession(namespace, created.metadata.name);
@@ -82,7 +83,7 @@ describe('the operator process', () => {
     const takeover = await leading(b);
     const failoverMs = takeover.at - killedAt;
     console.log(`operator failover after SIGKILL: standby leading after ${failoverMs} ms (lease 4 s)`);
-    const done = await waitUntil(() => readSession(namespace, created.metadata.name), (r) => r?.status?.phase === 'Running', 'Running after failover', 90_000);
+    const done = await eventually(() => readSession(namespace, created.metadata.name), { timeoutMs: 90_000, intervalMs: 150, what: 'Running after failover', accept: (r) => r?.status?.phase === 'Running' });
     console.log(`session Running ${Date.now() - killedAt} ms after the leader was killed`);
     const pods = await podsOf(namespace, id);
     expect(pods).toHaveLength(1);
@@ -92,7 +93,7 @@ describe('the operator process', () => {
     expect(await b.health('/readyz')).toEqual({ status: 200, body: { status: 'ready', role: 'leader' } });
 
     await deleteSession(namespace, created.metadata.name);
-    await waitUntil(() => readSession(namespace, created.metadata.name), (r) => r === undefined, 'session deleted', 60_000);
+    await eventually(() => readSession(namespace, created.metadata.name), { timeoutMs: 60_000, intervalMs: 150, what: 'session deleted', accept: (r) => r === undefined });
     expect(await podsOf(namespace, id)).toEqual([]);
     b.child.kill('SIGTERM');
     expect(await b.exited).toBe(0);
@@ -107,7 +108,7 @@ describe('the operator process', () => {
     const id = newSessionId();
     const created = await createSession(namespace, id);
     await createLaunchSecret(namespace, created, launchSpec(id));
-    const running = await waitUntil(() => readSession(namespace, created.metadata.name), (r) => r?.status?.phase === 'Running', 'Running', 90_000);
+    const running = await eventually(() => readSession(namespace, created.metadata.name), { timeoutMs: 90_000, intervalMs: 150, what: 'Running', accept: (r) => r?.status?.phase === 'Running' });
     const [pod] = await podsOf(namespace, id);
 
     c.child.kill('SIGTERM');
@@ -124,7 +125,7 @@ describe('the operator process', () => {
     expect((await podsOf(namespace, id)).map((p) => p.metadata!.uid)).toEqual([pod!.metadata!.uid]);
 
     await deleteSession(namespace, created.metadata.name);
-    await waitUntil(() => readSession(namespace, created.metadata.name), (r) => r === undefined, 'session deleted by the new leader', 60_000);
+    await eventually(() => readSession(namespace, created.metadata.name), { timeoutMs: 60_000, intervalMs: 150, what: 'session deleted by the new leader', accept: (r) => r === undefined });
     expect(await podsOf(namespace, id)).toEqual([]);
     expect(node.containers(namespace, browserPodName(id))).toEqual([]);
 

@@ -1,31 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { AppsV1Api, CoreV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
 import { inject } from 'vitest';
+import { eventually } from '../../support/eventually.js';
 import { clusterKubeConfig, TEST_IMAGE } from './cluster.js';
 
 export const core = (): CoreV1Api => clusterKubeConfig(inject('cluster')).makeApiClient(CoreV1Api);
 export const apps = (): AppsV1Api => clusterKubeConfig(inject('cluster')).makeApiClient(AppsV1Api);
 
-export async function until<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000, intervalMs = 250): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const value = await check();
-      if (value) return value;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > deadline) throw new Error(`${what}: not after ${timeoutMs} ms${last ? ` (last error: ${last instanceof Error ? last.message : JSON.stringify(last)})` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
-}
-
 /** A namespace of its own, once the serviceaccount controller made its `default` account (pods are refused before). */
 export async function freshNamespace(prefix = 'node'): Promise<string> {
   const name = `${prefix}-${randomBytes(4).toString('hex')}`;
   await core().createNamespace({ body: { metadata: { name } } });
-  await until('default service account', () => core().readNamespacedServiceAccount({ name: 'default', namespace: name }), 30_000);
+  await eventually(() => core().readNamespacedServiceAccount({ name: 'default', namespace: name }), { timeoutMs: 30_000, intervalMs: 250, what: 'default service account', retryErrors: true });
   return name;
 }
 
@@ -45,10 +31,13 @@ export function isReady(pod: V1Pod): boolean {
 }
 
 export async function waitForPod(namespace: string, name: string, check: (pod: V1Pod) => boolean, what: string, timeoutMs = 60_000): Promise<V1Pod> {
-  return until(`pod ${name}: ${what}`, async () => {
-    const pod = await core().readNamespacedPod({ name, namespace });
-    return check(pod) ? pod : undefined;
-  }, timeoutMs);
+  return eventually(
+    async () => {
+      const pod = await core().readNamespacedPod({ name, namespace });
+      return check(pod) ? pod : undefined;
+    },
+    { timeoutMs: timeoutMs, intervalMs: 250, what: `pod ${name}: ${what}`, retryErrors: true },
+  );
 }
 
 /** GET http://<pod IP>:8080<path> from the test process (pod IPs route in the cluster's network namespace). */

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import pg from 'pg';
-import { MAIN_JS, REPO_ROOT, type RunningService } from '../../e2e/support/service.js';
+import { MAIN_JS, REPO_ROOT, type RunningService } from '../../support/service.js';
 import { decodeKey, ENCRYPTION_KEY_FILE } from '../../../api/src/crypto/sealer.js';
 import { agentTokensFrom, type AgentTokens } from '../../../contract/agent-client.js';
 

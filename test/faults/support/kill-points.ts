@@ -1,6 +1,6 @@
 import { watch } from 'node:fs';
 import path from 'node:path';
-import type { RunningService } from '../../e2e/support/service.js';
+import type { RunningService } from '../../support/service.js';
 
 /**
  * SIGKILLs the service the instant a file whose name matches `pattern` appears in its

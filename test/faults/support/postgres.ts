@@ -4,6 +4,7 @@ import { appendFile, chown, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { eventually } from '../../support/eventually.js';
 import { freePort } from '../../../api/src/db/embedded-postgres.js';
 import { binariesFor, prepareDataDir, runAs, runAsUser, type RunAs } from '../../../api/src/db/postgres-user.js';
 
@@ -85,7 +86,7 @@ export async function startOwnedPostgres(): Promise<OwnedPostgres> {
     await withTimeout(exited, STOP_TIMEOUT_MS, `Postgres to exit on ${signal}`);
     // Orphaned backends hold the old shared memory: a new postmaster refuses to start
     // while any is attached, so wait for them to notice their postmaster died.
-    await waitFor(() => backends.every((pid) => !alive(pid)), STOP_TIMEOUT_MS, 'the killed postmaster’s backends to exit');
+    await eventually(() => backends.every((pid) => !alive(pid)), { timeoutMs: STOP_TIMEOUT_MS, intervalMs: 50, what: 'the killed postmaster’s backends to exit' });
   };
 
   await start();
@@ -182,14 +183,6 @@ function readText(file: string): string {
     return readFileSync(file, 'utf8');
   } catch {
     return '';
-  }
-}
-
-async function waitFor(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
 

@@ -138,16 +138,6 @@ export async function startPod(options: PodOptions): Promise<Pod> {
   };
 }
 
-/** Polls until `check` answers true. */
-export async function waitUntil(what: string, check: () => Promise<boolean>, timeoutMs: number, describe?: () => Promise<string>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms${describe ? `\n${await describe()}` : ''}`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-}
-
 /** Status lines of a host process: Uid, Gid, CapEff, NoNewPrivs, Seccomp, NSpid. */
 export async function processStatus(pid: number): Promise<Record<string, string>> {
   const text = await readFile(`/proc/${pid}/status`, 'utf8');

@@ -81,16 +81,4 @@ export async function deleteSession(namespace: string, name: string): Promise<vo
   if (answer.status !== 200 && answer.status !== 202) throw new Error(`deleting BrowserSession ${name}: ${answer.status}`);
 }
 
-/** Polls `read` until `done` holds for its value; throws with the last value at the deadline. */
-export async function waitUntil<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, timeoutMs = 90_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: T = await read();
-  while (!done(last)) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms; last seen ${JSON.stringify(last)}`);
-    await new Promise((resolve) => setTimeout(resolve, 150));
-    last = await read();
-  }
-  return last;
-}
-
 export const readyCondition = (status: BrowserSessionStatus | undefined) => status?.conditions?.find((c) => c.type === 'Ready');

@@ -17,6 +17,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Agent, fetch as undiciFetch } from 'undici';
+import { eventually } from '../../support/eventually.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 
@@ -78,14 +79,15 @@ function freePort(): Promise<number> {
 }
 
 export async function waitFor(what: string, check: () => Promise<boolean>, processes: ChildProcess[], timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const dead = processes.find((child) => child.exitCode !== null);
-    if (dead) throw new Error(`${what}: ${dead.spawnfile} exited with ${dead.exitCode}`);
-    if (await check().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`${what}: not ready after ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
+  await eventually(
+    async () => {
+      // A process that died will not get ready: say so now.
+      const dead = processes.find((child) => child.exitCode !== null);
+      if (dead) throw new Error(`${what}: ${dead.spawnfile} exited with ${dead.exitCode}`);
+      return check().catch(() => false);
+    },
+    { timeoutMs, intervalMs: 250, what: `${what} to be ready` },
+  );
 }
 
 export async function stopProcess(child: ChildProcess): Promise<void> {

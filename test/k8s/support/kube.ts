@@ -5,6 +5,7 @@ import { ApiextensionsV1Api, CoreV1Api, KubeConfig, type V1CustomResourceDefinit
 import { Agent, fetch } from 'undici';
 import { inject } from 'vitest';
 import { parse } from 'yaml';
+import { eventually } from '../../support/eventually.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../../..');
 
@@ -81,12 +82,12 @@ export async function installCrds(): Promise<void> {
     if (applied.status >= 300) throw new Error(`applying ${crd.metadata!.name!}: ${JSON.stringify(applied.body)}`);
   }
   for (const crd of committedCrds()) {
-    const deadline = Date.now() + 30_000;
-    for (;;) {
-      const current = await api.readCustomResourceDefinition({ name: crd.metadata!.name! });
-      if (current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
-      if (Date.now() > deadline) throw new Error(`${crd.metadata!.name} not established after 30 s`);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+    await eventually(
+      async () => {
+        const current = await api.readCustomResourceDefinition({ name: crd.metadata!.name! });
+        return current.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True');
+      },
+      { timeoutMs: 30_000, intervalMs: 200, what: `${crd.metadata!.name} to be established` },
+    );
   }
 }

@@ -38,11 +38,6 @@ import { liveViewUrl, presentConnection, presentTimelineEvent } from './view.js'
 
 const tags = ['Managed auth'];
 
-export interface AuthRouteOptions {
-  /** Interval of `sse_heartbeat` frames on event streams (default: AppSettings.sseHeartbeatMs, else 15 s). */
-  heartbeatMs?: number;
-}
-
 /** The request's project scope, with the project's name for a not-found message. */
 const namedScopeOf = (auth: AuthContext): NamedProjectScope => ({ ...projectScopeOf(auth), projectName: requireProject(auth).name });
 
@@ -54,7 +49,7 @@ const stateEventSchema = z
   .passthrough()
   .meta({ id: 'ManagedAuthEvent' });
 
-export function authConnectionRoutes(deps: AppDeps, services: AppServices, options: AuthRouteOptions = {}): RouteDef[] {
+export function authConnectionRoutes(deps: AppDeps, services: AppServices): RouteDef[] {
   // One per mount: streams of the same connection share their re-reads.
   const follower = createRowFollower(deps);
   return [
@@ -196,7 +191,6 @@ export function authConnectionRoutes(deps: AppDeps, services: AppServices, optio
           return row ? row.flow : ('gone' as const);
         };
         await followFlow(deps, params.id, source, viewContext(deps, req), { req, res }, {
-          heartbeatMs: options.heartbeatMs,
           follower,
           sharedReadKey: `auth-connection:${scope.orgId}/${scope.projectId}/${params.id}`,
         });

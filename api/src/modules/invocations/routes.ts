@@ -23,19 +23,16 @@ import { listInvocations } from './store.js';
 
 const tags = ['Invocations'];
 
-/** Kept for the routes that still pass it explicitly; AppSettings.sseHeartbeatMs is the setting. */
+/** The heartbeat of event streams when AppSettings.sseHeartbeatMs is unset (the load benchmark prints it). */
 export const DEFAULT_HEARTBEAT_MS = DEFAULT_SSE_HEARTBEAT_MS;
 
 export interface InvocationRouteOptions {
-  /** Overrides AppSettings.sseHeartbeatMs for these routes' event streams. */
-  heartbeatMs?: number;
   /** The browsers invocations own (default: none, until browser sessions exist). */
   browsers?: InvocationBrowsers;
 }
 
 export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions = {}): RouteDef[] {
   const { db } = deps;
-  const { heartbeatMs } = options;
   // One per mount: the event streams of these routes share their re-reads.
   const follower = createRowFollower(deps);
   const browsers = options.browsers ?? noInvocationBrowsers;
@@ -163,7 +160,7 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
         ...errorResponses(400, 404),
       },
       handler: async ({ params, auth, req, res }) => {
-        await followInvocation(deps, follower, projectScopeOf(auth), params.id, { req, res }, { heartbeatMs });
+        await followInvocation(deps, follower, projectScopeOf(auth), params.id, { req, res });
         return { kind: 'handled' };
       },
     }),

@@ -6,10 +6,13 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import Kernel, { type ClientOptions } from '@onkernel/sdk';
+import { eventually } from './eventually.js';
 
 /**
  * The built service, started the way a user starts it (`node dist/api/src/main.js`),
- * each on a free port with its own data dir and embedded Postgres.
+ * each on a free port with its own data dir and embedded Postgres. The e2e, faults and k8s
+ * tiers start it from here, and so do the benchmarks (compiled to dist/bench, which is why
+ * the repository root is found by its package.json rather than by a fixed relative path).
  *
  * Every process and data dir this module creates is tracked; `cleanupServices()` (call
  * it from afterAll/afterEach) stops them, makes sure no Postgres is left running for
@@ -17,7 +20,7 @@ import Kernel, { type ClientOptions } from '@onkernel/sdk';
  * worker dies without running its hooks.
  */
 
-export const REPO_ROOT = path.resolve(fileURLToPath(new URL('../../..', import.meta.url)));
+export const REPO_ROOT = repoRoot();
 export const MAIN_JS = path.join(REPO_ROOT, 'dist/api/src/main.js');
 export const LISTENING_MSG = 'browserplane listening';
 const START_TIMEOUT_MS = 60_000;
@@ -41,10 +44,16 @@ export interface StartOptions {
   dataDir?: string;
   /** Wait for the listening line (default true). */
   waitForListening?: boolean;
+  /** Start from this process's environment rather than a hermetic one (the benchmarks run with the caller's settings). */
+  inheritEnv?: boolean;
+  /** Also copy the service's stderr to ours, as it comes. */
+  echoStderr?: boolean;
 }
 
 export interface RunningService {
   url: string;
+  /** The `node` process itself, for whoever taps its output or watches its resources. */
+  child: ChildProcess;
   dataDir: string;
   pid: number;
   /** The org-wide admin key: BROWSERPLANE_API_KEY when set, else the key file's content. */
@@ -75,7 +84,7 @@ interface Tracked {
 const children = new Set<Tracked>();
 const ownedDataDirs = new Set<string>();
 
-assertDistIsFresh();
+let distChecked = false;
 
 /** A new, empty data dir under os.tmpdir() (Postgres, running as `postgres` when we are root, must be able to enter it). */
 export async function createDataDir(): Promise<string> {
@@ -85,9 +94,10 @@ export async function createDataDir(): Promise<string> {
 }
 
 export async function startService(options: StartOptions = {}): Promise<RunningService> {
+  checkDistOnce();
   const dataDir = options.dataDir ?? (await createDataDir());
   ownedDataDirs.add(dataDir);
-  const env = childEnv({
+  const env = childEnv(options.inheritEnv ? process.env : {}, {
     HOST: '127.0.0.1',
     PORT: '0',
     LOG_LEVEL: 'info',
@@ -121,6 +131,7 @@ export async function startService(options: StartOptions = {}): Promise<RunningS
   });
   createInterface({ input: child.stderr }).on('line', (line) => {
     stderr.push(line);
+    if (options.echoStderr) process.stderr.write(line + '\n');
     notify();
   });
 
@@ -165,6 +176,7 @@ export async function startService(options: StartOptions = {}): Promise<RunningS
 
   const service: RunningService = {
     url: '',
+    child,
     dataDir,
     pid: child.pid!,
     adminKey: '',
@@ -239,21 +251,6 @@ export function postgresPids(dataDir: string): number[] {
   return [...parents].filter(([, parent]) => !parents.has(parent)).map(([pid]) => pid);
 }
 
-/** Polls `check` until it returns a truthy value or the deadline passes. */
-export async function eventually<T>(
-  check: () => T | Promise<T>,
-  timeoutMs = 15_000,
-  what = 'condition',
-): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what} not met within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
 /** Every item of an async iterable (the SDK's auto-paginating lists); Node 20 has no Array.fromAsync. */
 export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
   const out: T[] = [];
@@ -263,8 +260,9 @@ export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
 
 /** Runs the built entry point to completion (for --help and config errors). */
 export function runMain(args: string[], env: Record<string, string | undefined> = {}): Promise<Exit & { stdout: string; stderr: string }> {
+  checkDistOnce();
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN_JS, ...args], { cwd: REPO_ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [MAIN_JS, ...args], { cwd: REPO_ROOT, env: childEnv({}, env), stdio: ['ignore', 'pipe', 'pipe'] });
     const tracked: Tracked = { child, exited: new Promise((r) => child.once('close', (code, signal) => r({ code, signal }))) };
     children.add(tracked);
     let stdout = '';
@@ -300,9 +298,9 @@ function printedKey(stdout: string[]): string | undefined {
     .find((line) => line !== '');
 }
 
-/** A minimal, hermetic environment: nothing from the developer's shell (DATABASE_URL, BROWSERPLANE_*) leaks in. */
-function childEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.tmpdir(), TZ: 'UTC' };
+/** By default a minimal, hermetic environment: nothing from the developer's shell (DATABASE_URL, BROWSERPLANE_*) leaks in. */
+function childEnv(base: NodeJS.ProcessEnv, extra: Record<string, string | undefined>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.tmpdir(), TZ: 'UTC', ...base };
   for (const [name, value] of Object.entries(extra)) {
     if (value === undefined) delete env[name];
     else env[name] = value;
@@ -313,10 +311,10 @@ function childEnv(extra: Record<string, string | undefined>): NodeJS.ProcessEnv 
 async function stopLeftoverPostgres(dataDir: string): Promise<void> {
   // SIGINT is Postgres's "fast" shutdown; SIGQUIT if it does not go within 10 s.
   for (const pid of postgresPids(dataDir)) signal(pid, 'SIGINT');
-  const gone = await eventually(() => postgresPids(dataDir).length === 0, 10_000).catch(() => false);
+  const gone = await eventually(() => postgresPids(dataDir).length === 0, { timeoutMs: 10_000, intervalMs: 50 }).catch(() => false);
   if (gone) return;
   for (const pid of postgresPids(dataDir)) signal(pid, 'SIGQUIT');
-  await eventually(() => postgresPids(dataDir).length === 0, 10_000, `Postgres for ${dataDir} to stop`);
+  await eventually(() => postgresPids(dataDir).length === 0, { timeoutMs: 10_000, intervalMs: 50, what: `Postgres for ${dataDir} to stop` });
 }
 
 function signal(pid: number, name: NodeJS.Signals): void {
@@ -339,6 +337,23 @@ process.once('exit', () => {
     }
   }
 });
+
+function checkDistOnce(): void {
+  if (distChecked) return;
+  assertDistIsFresh();
+  distChecked = true;
+}
+
+/** The directory of package.json above this file, whether it runs from test/ or from dist/. */
+function repoRoot(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(path.join(dir, 'package.json'))) {
+    const parent = path.dirname(dir);
+    if (parent === dir) throw new Error(`package.json not found above ${fileURLToPath(import.meta.url)}`);
+    dir = parent;
+  }
+  return dir;
+}
 
 /** Tests of a stale dist/ would test old code: refuse to run when a source is newer than its build. */
 function assertDistIsFresh(): void {
