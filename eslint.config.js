@@ -30,7 +30,8 @@ export default tseslint.config(
   // share and import none of them; the agent runs in the browser's sandbox or pod and
   // knows only the contract; the API never reaches into the operator; the operator uses
   // the API through its facades (api/src/index.ts and modules/<m>/index.ts) only.
-  ...boundary(['contract/**', 'lib/**'], ['**/api/**', '**/operator/**', '**/agent/**'], 'contract/ and lib/ are shared by every package and import none of them'),
+  ...boundary(['contract/**'], ['**/api/**', '**/operator/**', '**/agent/**'], 'contract/ is shared by every package and imports none of them'),
+  ...boundary(['lib/**'], ['**/api/**', '**/operator/**', '**/agent/**', '**/contract/**'], 'lib/ holds host utilities and imports no package of ours'),
   ...boundary(['agent/**'], ['**/api/**', '**/operator/**'], 'the agent imports only contract/ and lib/'),
   ...boundary(['api/**'], ['**/operator/**', '**/agent/**'], 'the API imports contract/ and lib/, never operator/ or agent/'),
   ...boundary(

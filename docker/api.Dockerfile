@@ -16,14 +16,13 @@ COPY package.json package-lock.json ./
 RUN --mount=type=secret,id=build-ca \
     if [ -s /run/secrets/build-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/build-ca; fi \
  && npm ci --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
+COPY tsconfig.json tsconfig.build.json tsconfig.images.json ./
 COPY api ./api
 COPY operator ./operator
 COPY agent ./agent
 COPY contract ./contract
 COPY lib ./lib
-COPY bench ./bench
-RUN node_modules/.bin/tsc -p tsconfig.build.json
+RUN node_modules/.bin/tsc -p tsconfig.images.json
 
 # --- runtime dependencies only ---
 FROM ${NODE_IMAGE} AS deps

@@ -179,7 +179,7 @@ inputs_hash() { # everything the Dockerfile reads, as the build context gives it
   {
     echo "base $BASE_ID"
     git ls-files -co --exclude-standard -- "$dockerfile" .dockerignore package.json package-lock.json 'tsconfig*.json' \
-      api operator agent contract lib bench | grep -v '\.test\.ts$' | LC_ALL=C sort | while IFS= read -r file; do
+      api operator agent contract lib | grep -v '\.test\.ts$' | LC_ALL=C sort | while IFS= read -r file; do
       [ -f "$file" ] && printf '%s %s\n' "$(sha256sum <"$file" | cut -c1-64)" "$file"
     done
   } | sha256sum | cut -c1-12
