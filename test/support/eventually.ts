@@ -1,7 +1,8 @@
 /**
  * Polls until a wait is over, for waits whose value the test needs afterwards (expect.poll
- * asserts but hands nothing back). With a plain probe, "not yet" is undefined, null or
- * false, so a probe can end in `cond && value`; 0 and '' are values. With `accept`, the
+ * asserts but hands nothing back). With a plain probe, "not yet" is undefined, null,
+ * false or '', so a probe can end in `cond && value` (a string it reads may be empty
+ * while it is not there yet, as a released Lease's holder is); 0 is a value. With `accept`, the
  * probe's value is done when accept says so (whatever it is) and a timeout shows the value
  * last read. A probe that throws fails the wait at once unless `retryErrors`: then the error
  * counts as "not yet" and a timeout names the last one.
@@ -16,12 +17,12 @@ export interface EventuallyOptions {
   detail?: () => string | Promise<string>;
 }
 
-type NotYet = undefined | null | false;
+type NotYet = undefined | null | false | '';
 
 export function eventually<T>(read: () => T | Promise<T>, options: EventuallyOptions & { accept: (value: T) => boolean }): Promise<T>;
 export function eventually<T>(probe: () => T | NotYet | Promise<T | NotYet>, options: EventuallyOptions): Promise<T>;
 export async function eventually<T>(probe: () => unknown, options: EventuallyOptions & { accept?: (value: T) => boolean }): Promise<T> {
-  const done = options.accept ?? ((value: unknown) => value !== undefined && value !== null && value !== false);
+  const done = options.accept ?? ((value: unknown) => value !== undefined && value !== null && value !== false && value !== '');
   const deadline = Date.now() + options.timeoutMs;
   let lastError: unknown;
   let last: { value: unknown } | undefined;
