@@ -42,7 +42,7 @@ FROM ${NODE_IMAGE}
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       chromium zstd xvfb xdotool xclip x11-apps x11-xserver-utils unclutter-xfixes x11-utils \
-      x11vnc util-linux mount \
+      x11vnc util-linux mount bubblewrap \
       fonts-liberation fonts-noto-color-emoji ca-certificates tini \
  && rm -rf /var/lib/apt/lists/*
 # The unprivileged user the agent and Chromium run as (AGENT_CHROMIUM_USER's default).
