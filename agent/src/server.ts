@@ -7,6 +7,7 @@ import { accessRefusal, bearerMatches, originRefusal, refuseUpgrade, UNAUTHORIZE
 import { agentSettingsRequestSchema, agentShutdownRequestSchema, type AgentError, type AgentHealth, type AgentSettingsAnswer, type AgentShutdownAnswer } from '../../contract/agent-wire.js';
 import { issuesText } from '../../contract/launch-spec.js';
 import { CDP_PATH, VNC_PATH, WEBDRIVER_PATH, type AgentState, type UpgradeHandler } from './agent-state.js';
+import { cdpGrantsOf } from './playwright/cdp-grants.js';
 
 /**
  * The agent's one port: health, Chromium's /json/version with the WebSocket URL pointing
@@ -38,7 +39,8 @@ export function createAgentServer(state: AgentState, log: Logger): http.Server {
     // a handler may load lazily): a client reset must not become an unhandled 'error'.
     socket.on('error', () => socket.destroy());
     const refusal = accessRefusal(request, state.token);
-    if (refusal) return refuseUpgrade(socket, refusal);
+    // A Playwright execution's own token opens /cdp and nothing else (playwright/cdp-grants.ts).
+    if (refusal && !cdpGrantsOf(state).admits(request, socket)) return refuseUpgrade(socket, refusal);
     // The cookie baseline is read before any client is served (see reset.ts).
     void state.connections.admitted().then(() => {
       if (!socket.destroyed) upgrade(state, request, socket, head, log);
@@ -106,6 +108,7 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
     state.requestShutdown('shutdown requested over HTTP', body.grace_ms, { saveProfile: body.save_profile !== false });
     return;
   }
+  if (key === 'POST /playwright/execute') return (await import('./playwright/http.js')).handlePlaywrightRequest(state, request, response);
   if (path.startsWith('/fs/')) return (await import('./fs/http.js')).handleFsRequest(state, request, response);
   sendJson(response, 404, { code: 'route_not_found', message: `no route for ${key}` });
 }

@@ -23,6 +23,8 @@ export interface AgentCall {
   body?: { json: unknown } | { stream: Request };
   /** SSE: no body timeout, and the upstream is cut when the client leaves. */
   longLived?: boolean;
+  /** For a call that may take longer than undici's 300 s default (a Playwright execution). */
+  timeoutMs?: number;
 }
 
 function agentUrl(base: string, call: AgentCall): string {
@@ -61,6 +63,7 @@ async function send(agent: AgentEndpoint, call: AgentCall) {
       headers: agentHeaders(agent, headers),
       body: body ?? null,
       ...(call.longLived ? { bodyTimeout: 0 } : {}),
+      ...(call.timeoutMs ? { headersTimeout: call.timeoutMs, bodyTimeout: call.timeoutMs } : {}),
     });
     if (upload && answer.statusCode >= 400) dropRest(upload);
     return answer;

@@ -10,6 +10,7 @@ import { createCdpTokens } from './cdp-token.js';
 import { computerRoutes } from './computer-routes.js';
 import { fsRoutes } from './fs-routes.js';
 import { liveViewRoutes } from './live-view.js';
+import { playwrightRoutes } from './playwright-routes.js';
 import { presentSession, publicWsBase } from './present.js';
 import { profileArchiveRoutes } from './profile-archive-routes.js';
 import {
@@ -130,6 +131,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
     ...computerRoutes(deps),
     ...fsRoutes(deps),
     ...liveViewRoutes(deps),
+    ...playwrightRoutes(deps),
     ...profileArchiveRoutes(deps, services),
   ];
 }
