@@ -1,6 +1,7 @@
 import { writeSync } from 'node:fs';
-import module, { createRequire } from 'node:module';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { createRequire } from 'node:module';
+import { chromium, type Browser } from 'playwright-core';
+import { compileUserCode, type UserFunction } from './compile.js';
 import { REPORT_FD, type RunnerJob, type RunnerMessage } from './protocol.js';
 
 /**
@@ -12,16 +13,6 @@ import { REPORT_FD, type RunnerJob, type RunnerMessage } from './protocol.js';
  * goes to this process's stdout and stderr, which the agent captures. The timeout is the
  * agent's: it kills this process's group, which no code here can prevent.
  */
-
-type UserFunction = (page: Page, context: BrowserContext, browser: Browser) => Promise<unknown>;
-type AsyncFunctionConstructor = new (...parameters: string[]) => UserFunction;
-
-const AsyncFunction = (Object.getPrototypeOf(async () => {
-  await Promise.resolve();
-}) as { constructor: AsyncFunctionConstructor }).constructor;
-const PARAMETERS = ['page', 'context', 'browser'];
-/** Node 22.13+ and 24 strip TypeScript types (strip mode keeps every offset); Node 20 has no such API. */
-const stripTypes = (module as unknown as { stripTypeScriptTypes?: (code: string, options: { mode: 'strip' }) => string }).stripTypeScriptTypes;
 
 function send(message: RunnerMessage): void {
   writeSync(REPORT_FD, `${JSON.stringify(message)}\n`);
@@ -37,28 +28,6 @@ async function readJob(): Promise<RunnerJob> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin as AsyncIterable<Buffer>) chunks.push(chunk);
   return JSON.parse(Buffer.concat(chunks).toString('utf8')) as RunnerJob;
-}
-
-/**
- * JavaScript first; TypeScript (type annotations, `as`, interfaces) where the runtime can
- * strip it. The code is wrapped in a function before stripping, as Kernel does, so that
- * a top-level `return` and `await` parse, and unwrapped at the same offsets.
- */
-function compile(code: string): UserFunction {
-  try {
-    return new AsyncFunction(...PARAMETERS, code);
-  } catch (error) {
-    if (!(error instanceof SyntaxError) || !stripTypes) throw error;
-    const head = 'async function __browserplane__() {\n';
-    const tail = '\n}';
-    let stripped: string;
-    try {
-      stripped = stripTypes(`${head}${code}${tail}`, { mode: 'strip' });
-    } catch {
-      throw error;
-    }
-    return new AsyncFunction(...PARAMETERS, stripped.slice(head.length, stripped.length - tail.length));
-  }
 }
 
 function failure(error: unknown): RunnerMessage {
@@ -80,7 +49,7 @@ async function main(): Promise<void> {
   const job = await readJob();
   let run: UserFunction;
   try {
-    run = compile(job.code);
+    run = compileUserCode(job.code);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     finish({ type: 'result', success: false, error: `SyntaxError: ${message}` });
