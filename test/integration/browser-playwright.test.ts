@@ -202,6 +202,26 @@ describe('confinement', () => {
   }, 60_000);
 });
 
+describe('session end', () => {
+  it('ends the executions still running, and whatever they started', async () => {
+    const doomed = await newFsSession(app, client);
+    const pending = execute(
+      // The interval keeps the process alive once its browser connection is gone: only its parent's end stops it.
+      { code: "require('child_process').spawn('sleep', ['876'], { detached: true, stdio: 'ignore' }).unref(); require('fs').writeFileSync('running', ''); setInterval(() => {}, 1000); await new Promise(() => {});", timeout_sec: 200 },
+      doomed.id,
+    );
+    await expect.poll(async () => (await client.get(`/browsers/${doomed.id}/fs/file_info?path=/running`)).status, { timeout: 90_000, interval: 250 }).toBe(200);
+    expect(processesWith('sleep 876')).toHaveLength(1);
+    expect((await client.delete(`/browsers/${doomed.id}`)).status).toBe(204);
+    // The agent's exit takes its runner down (parent-death signals), and with it the namespace.
+    await expect.poll(() => processesWith('sleep 876'), { timeout: 60_000 }).toEqual([]);
+    await expect.poll(() => processesWith('playwright/runner.js'), { timeout: 60_000 }).toEqual([]);
+    // The agent may answer before it exits, or the connection ends with it.
+    const ended = await pending.catch(() => undefined);
+    expect(ended?.body.success).not.toBe(true);
+  }, 180_000);
+});
+
 describe('requests', () => {
   it.each([
     [{}, 'code'],

@@ -69,6 +69,8 @@ async function main(): Promise<void> {
   }
   const context = browser.contexts()[0] ?? (await browser.newContext());
   const page = context.pages()[0] ?? (await context.newPage());
+  // Node ends a process with nothing left to wait for (code awaiting a promise nobody can settle, its browser gone).
+  process.once('beforeExit', () => finish({ type: 'result', success: false, error: 'the code never finished: its process had nothing left to wait for' }));
   send({ type: 'ready' });
   let value: unknown;
   try {
