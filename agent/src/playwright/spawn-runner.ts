@@ -19,6 +19,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
  * namespace dies, the kernel kills everything else in it, so whatever the code started
  * ends with it.
  *
+ * Not done here, for the sandbox to do: a network namespace (the runner's own requests
+ * bypass the browser's proxy forwarder and its private-network block) and private /tmp,
+ * /var/tmp and /dev/shm (what the code leaves there outlives the session).
+ *
  * Not as root (a browser pod), the runner runs as the agent's own user, with no new
  * privileges: there the pod is the boundary, as it is for Chromium.
  *
