@@ -1,6 +1,12 @@
+import type { AddressInfo } from 'node:net';
 import Kernel from '@onkernel/sdk';
+import express from 'express';
+import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
+import { errorMiddleware } from '../../api/src/http/error-middleware.js';
+import { mountRoutes } from '../../api/src/http/router.js';
+import { statusRoutes } from '../../api/src/modules/health/status-routes.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { createPool } from './browser-pools.fixtures.js';
@@ -10,8 +16,9 @@ import { fsPut, newFsSession, writeFile } from './browser-fs.fixtures.js';
 /**
  * What older and newer clients need on the wire (docs/wire-compatibility.md): every event
  * stream starts with a real event (the Go SDK's decoder ends its stream on a block without
- * data, such as a comment), and a timed-out acquire is a 204 with a Content-Type. Real
- * Postgres and a real headless Chromium for the fs watch.
+ * data, such as a comment), a timed-out acquire is a 204 with a Content-Type, and
+ * kernel status finds /status and /health. Real Postgres and a real headless Chromium for
+ * the fs watch; the outage case mounts /status on a real pg pool that has been ended.
  */
 
 let app: TestApp;
@@ -131,6 +138,38 @@ describe('GET /status and GET /health (kernel status)', () => {
         },
       ],
     });
+  });
+
+  it('still answers 200 when Postgres does not answer, with the database as full_outage (and the API as maintenance while draining)', async () => {
+    const ended = new pg.Pool({ connectionString: app.database.url });
+    await ended.end();
+    const deps = { ...app.deps, db: ended };
+    const alone = express();
+    mountRoutes(alone, statusRoutes(deps, { draining: true }), deps);
+    alone.use(errorMiddleware(app.deps.log));
+    const server = await new Promise<ReturnType<typeof alone.listen>>((resolve) => {
+      const listening = alone.listen(0, '127.0.0.1', () => resolve(listening));
+    });
+    try {
+      const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/status`);
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({
+        status: 'full_outage',
+        groups: [
+          {
+            name: 'Browserplane',
+            status: 'full_outage',
+            components: [
+              { name: 'API', status: 'maintenance' },
+              { name: 'Database', status: 'full_outage' },
+            ],
+          },
+        ],
+      });
+    } finally {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    }
   });
 
   it('answers /health without a key', async () => {
