@@ -18,12 +18,15 @@ interface Part {
   file?: boolean;
 }
 
+/** Files one upload may hold (AGENT_FS_ZIP_MAX_ENTRIES, default 10,000), small here. */
+const MAX_FILES = 4;
+
 let app: TestApp;
 let fs: FsSession;
 let seq = 0;
 
 beforeAll(async () => {
-  app = await startTestApp({ clock: systemClock });
+  app = await startTestApp({ clock: systemClock, agentFsEnv: { AGENT_FS_ZIP_MAX_ENTRIES: String(MAX_FILES) } });
   const { http } = await newProject(app.tenant.http);
   fs = await newFsSession(app, http);
 });
@@ -170,6 +173,29 @@ describe('bad upload forms are refused and write nothing', () => {
     const res = await upload(parts(dir));
     expect(res.status, res.text).toBe(400);
     expect(res.body).toMatchObject({ code: expect.stringMatching(/^invalid_(request|path)$/), message: expect.stringMatching(message) });
+    expect(await listing(dir)).toBe('absent');
+  });
+});
+
+describe('the number of files in one upload', () => {
+  const parts = (dir: string, count: number): Part[] =>
+    Array.from({ length: count }, (_, i) => [
+      { name: `files.${i}.dest_path`, value: `${dir}/${i}.txt` },
+      { name: `files.${i}.file`, value: String(i), file: true },
+    ]).flat();
+
+  it(`takes ${MAX_FILES} files`, async () => {
+    const dir = freshDir();
+    const res = await upload(parts(dir, MAX_FILES));
+    expect(res.status, res.text).toBe(204);
+    expect(await listing(dir)).toHaveLength(MAX_FILES);
+  });
+
+  it(`refuses ${MAX_FILES + 1} with 413 too_many_files and writes none`, async () => {
+    const dir = freshDir();
+    const res = await upload(parts(dir, MAX_FILES + 1));
+    expect(res.status, res.text).toBe(413);
+    expect(res.body).toMatchObject({ code: 'too_many_files' });
     expect(await listing(dir)).toBe('absent');
   });
 });

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import busboy from 'busboy';
 import { virtualComponents } from './confine.js';
-import { FsError, invalidPath } from './errors.js';
+import { FsError, invalidPath, tooLarge } from './errors.js';
 import { writeFile } from './operations.js';
 import type { Meter } from './quota.js';
 import type { SessionRoot } from './session-root.js';
@@ -88,6 +88,10 @@ export async function upload(root: SessionRoot, request: IncomingMessage): Promi
   const meter = await root.quota.meter();
   const once = (seen: Map<string, unknown>, pair: string, field: 'dest_path' | 'file') => {
     if (seen.has(pair)) throw new FsError(400, 'invalid_request', `${names.describe(pair, field)} is sent twice`);
+    // Each file is a spool file until the end: as many as one upload_zip may hold entries.
+    if (seen.size >= root.limits.zipMaxEntries) {
+      throw tooLarge('too_many_files', `an upload may hold at most ${root.limits.zipMaxEntries} files (AGENT_FS_ZIP_MAX_ENTRIES)`);
+    }
   };
   try {
     await parseMultipart(
