@@ -102,6 +102,19 @@ describe('upload part names', () => {
     expect((await readFile(fs, `${dir}/second.txt`)).text).toBe('two');
   });
 
+  it('takes the Python SDK spelling files[][dest_path] / files[][file], fields first, paired in order', async () => {
+    const dir = freshDir();
+    const res = await upload([
+      { name: 'files[][dest_path]', value: `${dir}/p1.txt` },
+      { name: 'files[][dest_path]', value: `${dir}/p2.txt` },
+      { name: 'files[][file]', value: 'py one', file: true },
+      { name: 'files[][file]', value: 'py two', file: true },
+    ]);
+    expect(res.status, res.text).toBe(204);
+    expect((await readFile(fs, `${dir}/p1.txt`)).text).toBe('py one');
+    expect((await readFile(fs, `${dir}/p2.txt`)).text).toBe('py two');
+  });
+
   it('ignores parts that are not upload parts', async () => {
     const dir = freshDir();
     const res = await upload([

@@ -35,6 +35,15 @@ describe('UploadPartNames', () => {
     ]);
   });
 
+  it('pairs the Python SDK spelling files[][dest_path] / files[][file] by order, fields before files', () => {
+    expect(read([['files[][dest_path]', false], ['files[][dest_path]', false], ['files[][file]', true], ['files[][file]', true]])).toEqual([
+      { pair: '#0', field: 'dest_path' },
+      { pair: '#1', field: 'dest_path' },
+      { pair: '#0', field: 'file' },
+      { pair: '#1', field: 'file' },
+    ]);
+  });
+
   it('leaves parts not named files… to the caller', () => {
     expect(read([['dest_path', false], ['zip_file', true], ['filesystem', false]])).toEqual([undefined, undefined, undefined]);
   });
@@ -56,6 +65,7 @@ describe('UploadPartNames', () => {
   it('refuses a request that mixes spellings', () => {
     expect(() => read([['files.0.dest_path', false], ['files[0][file]', true]])).toThrow(/spelled unlike/);
     expect(() => read([['files.dest_path', false], ['files.0.file', true]])).toThrow(/spelled unlike/);
+    expect(() => read([['files[][dest_path]', false], ['files[0][file]', true]])).toThrow(/spelled unlike/);
   });
 
   it('refuses a file sent as a plain field and a dest_path sent as a file', () => {
@@ -71,5 +81,8 @@ describe('UploadPartNames', () => {
     unindexed.pairOf('files.file', true);
     expect(unindexed.describe('#0', 'dest_path')).toBe('files.dest_path #1');
     expect(new UploadPartNames().describe('2', 'file')).toBe('files[2][file]');
+    const python = new UploadPartNames();
+    python.pairOf('files[][file]', true);
+    expect(python.describe('#1', 'dest_path')).toBe('files[][dest_path] #2');
   });
 });

@@ -2,29 +2,33 @@ import { FsError } from './errors.js';
 
 /**
  * The names an upload's parts arrive under. The SDKs spell the array of {dest_path, file}
- * three ways:
+ * four ways:
  *
- *   files[0][dest_path], files[0][file]   @onkernel/sdk (TS), Python SDK
+ *   files[0][dest_path], files[0][file]   @onkernel/sdk (TS)
+ *   files[][dest_path], files[][file]     Python SDK (qs "brackets"): no index; the fields
+ *                                         are sent first, then the files (httpx), so the
+ *                                         k-th dest_path goes with the k-th file
  *   files.0.dest_path, files.0.file       Go SDK ("indices:dots")
- *   files.dest_path, files.file           older Go SDK ("comma"): no index at all; each
+ *   files.dest_path, files.file           older Go SDK ("comma"): no index either; each
  *                                         element is written dest_path then file (its
- *                                         fields sorted by name), so the k-th dest_path
- *                                         goes with the k-th file
+ *                                         fields sorted by name)
  *
  * One request uses one spelling: a request mixing them, or a part named files… in none
  * of them, is refused (400) before anything of it is written, rather than half read.
  */
 
 export type UploadField = 'dest_path' | 'file';
-type Spelling = 'brackets' | 'dots' | 'unindexed';
+type Spelling = 'brackets' | 'empty-brackets' | 'dots' | 'unindexed';
 
 const SPELLINGS: Array<{ spelling: Spelling; pattern: RegExp }> = [
   { spelling: 'brackets', pattern: /^files\[(\d{1,6})\]\[(dest_path|file)\]$/ },
+  { spelling: 'empty-brackets', pattern: /^files\[\]()\[(dest_path|file)\]$/ },
   { spelling: 'dots', pattern: /^files\.(\d{1,6})\.(dest_path|file)$/ },
   { spelling: 'unindexed', pattern: /^files\.()(dest_path|file)$/ },
 ];
 
 const EXPECTED = 'files[i][dest_path] and files[i][file] (or files.i.dest_path and files.i.file)';
+const UNINDEXED: Spelling[] = ['empty-brackets', 'unindexed'];
 
 const refused = (message: string) => new FsError(400, 'invalid_request', message);
 
@@ -43,14 +47,14 @@ export class UploadPartNames {
     const found = SPELLINGS.map(({ spelling, pattern }) => ({ spelling, match: pattern.exec(name) })).find(({ match }) => match);
     if (!found?.match) throw refused(`unrecognized upload part "${name.slice(0, 100)}": send ${EXPECTED}`);
     if (this.spelling !== undefined && found.spelling !== this.spelling) {
-      throw refused(`upload part "${name.slice(0, 100)}" is spelled unlike the parts before it: use one of files[i][…], files.i.… or files.… throughout`);
+      throw refused(`upload part "${name.slice(0, 100)}" is spelled unlike the parts before it: use one of files[i][…], files[][…], files.i.… or files.… throughout`);
     }
     this.spelling = found.spelling;
     const field = found.match[2] as UploadField;
     if (field === 'file' && !isFile) throw refused(`"${name}" must be a file part (with a filename), not a plain field`);
     if (field === 'dest_path' && isFile) throw refused(`"${name}" must be a plain field holding the path, not a file part`);
     // Leading zeros name the same index: "01" is 1.
-    const pair = found.spelling === 'unindexed' ? `#${this.unindexedSeen[field]++}` : String(Number(found.match[1]));
+    const pair = UNINDEXED.includes(found.spelling) ? `#${this.unindexedSeen[field]++}` : String(Number(found.match[1]));
     return { pair, field };
   }
 
@@ -58,6 +62,7 @@ export class UploadPartNames {
   describe(pair: string, field: UploadField): string {
     if (this.spelling === 'dots') return `files.${pair}.${field}`;
     if (this.spelling === 'unindexed') return `files.${field} #${Number(pair.slice(1)) + 1}`;
+    if (this.spelling === 'empty-brackets') return `files[][${field}] #${Number(pair.slice(1)) + 1}`;
     return `files[${pair}][${field}]`;
   }
 }
