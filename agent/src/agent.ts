@@ -310,7 +310,7 @@ export class BrowserAgent {
   private async startDisplay(user: SystemUser | undefined): Promise<void> {
     const { spec } = this.config;
     if (spec.headless) return;
-    this.display = await startDisplay({ ...spec.viewport, dir: this.dirs!.home, user, timeoutMs: this.config.startTimeoutMs, log: this.log });
+    this.display = await startDisplay({ ...spec.viewport, dir: `${this.dirs!.root}/x11`, user, timeoutMs: this.config.startTimeoutMs, log: this.log });
   }
 
   private async onChromiumExit(exit: { code: number | null; signal: NodeJS.Signals | null }): Promise<void> {

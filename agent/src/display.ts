@@ -35,6 +35,12 @@ const STOP_GRACE_MS = 2000;
 export async function startDisplay(options: {
   width: number;
   height: number;
+  /**
+   * Where the MIT cookie (and live view's VNC socket) go: a directory of the session's
+   * work dir outside its files (<work dir>/x11, not HOME, which the fs API serves as "/",
+   * so a client could read the cookie there). The browser's mount namespace binds the
+   * whole work dir, so Chromium still reaches it. Created if missing.
+   */
   dir: string;
   user: SystemUser | undefined;
   timeoutMs: number;
@@ -42,6 +48,9 @@ export async function startDisplay(options: {
 }): Promise<XDisplay> {
   const { width, height, dir, user, log } = options;
   await ensureSocketDir();
+  // Only the display's user may enter: the cookie and live view's VNC socket live here.
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (user) await chown(dir, user.uid, user.gid);
   const xauthority = path.join(dir, 'Xauthority');
   await writeFile(xauthority, xauthorityEntry(randomBytes(16)), { mode: 0o600 });
   if (user) await chown(xauthority, user.uid, user.gid);

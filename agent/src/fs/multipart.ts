@@ -6,18 +6,19 @@ import path from 'node:path';
 import { PassThrough, type Readable } from 'node:stream';
 import busboy from 'busboy';
 import { virtualComponents } from './confine.js';
-import { FsError, invalidPath } from './errors.js';
+import { FsError, invalidPath, tooLarge } from './errors.js';
 import { writeFile } from './operations.js';
 import type { Meter } from './quota.js';
 import type { SessionRoot } from './session-root.js';
+import { NO_UPLOAD_PARTS, UploadPartNames } from './upload-parts.js';
 import { spool, uploadZip } from './zip.js';
 
 /**
  * multipart/form-data with busboy (the parser under multer: streaming, maintained).
  * Parts are handled in arrival order, one write at a time, with backpressure: a part
  * waits in a 1 MiB buffer while the one before it is written, and busboy (and the request)
- * pause when that is full. A file part whose dest_path has not arrived yet is spooled to
- * disk, so no part is ever held whole in memory.
+ * pause when that is full. File parts are spooled to disk, so no part is ever held whole
+ * in memory.
  */
 
 type FilePart = (name: string, stream: Readable) => Promise<void>;
@@ -70,61 +71,63 @@ function parseMultipart(request: IncomingMessage, onField: (name: string, value:
 /** busboy's own errors (a truncated form, a bad boundary) are the client's: 400. */
 const malformed = (error: Error) => new FsError(400, 'invalid_multipart', `malformed multipart body: ${error.message}`);
 
-const FILES_PART = /^files\[(\d+)\]\[(dest_path|file)\]$/;
-
 /** A file under `<work dir>/tmp`, the agent's own spool area (outside "/"). */
 const spoolFile = (root: SessionRoot, kind: string) => path.join(path.dirname(root.hostRoot), 'tmp', `${kind}-${randomBytes(8).toString('hex')}`);
 
 /**
- * Writes every files[i][file] part to its files[i][dest_path]. A file part whose
- * dest_path has not arrived yet is spooled to disk (never held in memory), counted
- * against the quota as it arrives, and moved into place once the parts have all come.
+ * Writes every file part to its dest_path, in whichever spelling the client names them
+ * (upload-parts.ts). Every file part is spooled to disk first (never held in memory),
+ * counted against the quota as it arrives, and only once the whole form has been read and
+ * every file has its dest_path (and every dest_path its file) is anything moved into
+ * place: a malformed form writes nothing.
  */
 export async function upload(root: SessionRoot, request: IncomingMessage): Promise<void> {
+  const names = new UploadPartNames();
   const destinations = new Map<string, string>();
-  const pending = new Map<string, { file: string; size: number }>();
+  const spooled = new Map<string, { file: string; size: number }>();
   const meter = await root.quota.meter();
-  let written = 0;
+  const once = (seen: Map<string, unknown>, pair: string, field: 'dest_path' | 'file') => {
+    if (seen.has(pair)) throw new FsError(400, 'invalid_request', `${names.describe(pair, field)} is sent twice`);
+    // Each file is a spool file until the end: as many as one upload_zip may hold entries.
+    if (seen.size >= root.limits.zipMaxEntries) {
+      throw tooLarge('too_many_files', `an upload may hold at most ${root.limits.zipMaxEntries} files (AGENT_FS_ZIP_MAX_ENTRIES)`);
+    }
+  };
   try {
     await parseMultipart(
       request,
       (name, value) => {
-        const match = FILES_PART.exec(name);
-        if (!match || match[2] !== 'dest_path') return;
+        const part = names.pairOf(name, false);
+        if (!part) return;
+        once(destinations, part.pair, 'dest_path');
         virtualComponents(value);
-        destinations.set(match[1]!, value);
+        destinations.set(part.pair, value);
       },
       async (name, stream) => {
-        const match = FILES_PART.exec(name);
-        if (!match || match[2] !== 'file') {
+        const part = names.pairOf(name, true);
+        if (!part) {
           stream.resume();
           return;
         }
-        const dest = destinations.get(match[1]!);
-        if (dest !== undefined) {
-          await writeFile(root, dest, stream, undefined, meter);
-          written++;
-          return;
-        }
-        const file = spoolFile(root, 'part');
-        pending.set(match[1]!, { file, size: 0 });
-        pending.get(match[1]!)!.size = await spool(stream, file, meter);
+        once(spooled, part.pair, 'file');
+        const entry = { file: spoolFile(root, 'part'), size: 0 };
+        spooled.set(part.pair, entry);
+        entry.size = await spool(stream, entry.file, meter);
       },
     );
-    for (const [index, { file, size }] of pending) {
-      const dest = destinations.get(index);
-      if (dest === undefined) throw invalidPath(`files[${index}][dest_path] is missing`);
+    for (const pair of destinations.keys()) if (!spooled.has(pair)) throw invalidPath(`${names.describe(pair, 'file')} is missing`);
+    for (const pair of spooled.keys()) if (!destinations.has(pair)) throw invalidPath(`${names.describe(pair, 'dest_path')} is missing`);
+    if (spooled.size === 0) throw new FsError(400, 'invalid_request', NO_UPLOAD_PARTS);
+    for (const [pair, { file, size }] of spooled) {
       meter.drop(size);
-      const spooled = createReadStream(file);
-      spooled.on('error', () => undefined); // seen by writeFile as it reads; never uncaught
-      await writeFile(root, dest, spooled, undefined, meter);
+      const source = createReadStream(file);
+      source.on('error', () => undefined); // seen by writeFile as it reads; never uncaught
+      await writeFile(root, destinations.get(pair)!, source, undefined, meter);
       await rm(file, { force: true });
-      written++;
     }
-    if (written === 0) throw new FsError(400, 'invalid_request', 'no files[i][file] part with its files[i][dest_path]');
   } finally {
     meter.close();
-    await Promise.all([...pending.values()].map(({ file }) => rm(file, { force: true })));
+    await Promise.all([...spooled.values()].map(({ file }) => rm(file, { force: true })));
   }
 }
 

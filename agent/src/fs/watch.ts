@@ -57,7 +57,11 @@ export class Watches {
   stream(id: string, response: ServerResponse): void {
     const watch_ = this.get(id);
     response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-    response.write(': watching\n\n');
+    // The head goes out now and the first bytes of the body are the first real event: no
+    // comment frame (": watching") first. The Go SDK (0.28 and older) dispatches a block with no
+    // data line as an event with empty data, which fails to decode and ends its stream
+    // (docs/wire-compatibility.md); a lone `retry:` block does the same.
+    response.flushHeaders();
     for (const event of watch_.buffered.splice(0)) response.write(frame(event));
     watch_.clients.add(response);
     response.on('close', () => watch_.clients.delete(response));

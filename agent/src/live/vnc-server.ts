@@ -76,7 +76,7 @@ export async function stopVncServers(): Promise<void> {
 
 async function startVncServer(display: XDisplay, log: Logger, onExit: () => void): Promise<RunningVncServer> {
   const started = Date.now();
-  // The Xauthority file belongs to the display's user (display.ts chowns it), in its home.
+  // The Xauthority file belongs to the display's user (display.ts chowns it), in <work dir>/x11.
   const owner = await stat(display.xauthority);
   const home = path.dirname(display.xauthority);
   const socketPath = path.join(home, 'vnc.sock');

@@ -131,7 +131,7 @@ export function browserPoolRoutes(deps: AppDeps, services: AppServices): RouteDe
       body: acquirePoolBody,
       responses: {
         200: { description: 'The leased browser', schema: browserSessionSchema },
-        204: { description: 'No browser became available in time' },
+        204: { description: 'No browser became available in time (no body; Content-Type application/json)' },
         ...errorResponses(400, 404, 409),
       },
       handler: async ({ params, body, auth, req, res }) => {
@@ -141,7 +141,9 @@ export function browserPoolRoutes(deps: AppDeps, services: AppServices): RouteDe
           if (!res.writableFinished) gone.abort();
         });
         const row = await pools.acquire(projectScopeOf(auth), params.id_or_name, body, gone.signal);
-        if (!row) return noContent();
+        // 204 with a Content-Type and no body: the Go SDK cannot read a 204 without one,
+        // and every client tried (TS, Python, Go, the CLI) reads this as "none" (null).
+        if (!row) return { kind: 'empty', status: 204, headers: { 'content-type': 'application/json' } };
         return json(await presentSession({ tokens, wsBase: publicWsBase(deps, req), now: deps.clock.now() }, row));
       },
     }),

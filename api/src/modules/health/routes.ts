@@ -4,6 +4,7 @@ import { AppError } from '../../http/errors.js';
 import type { DatabaseSupervision } from '../../db/postgres-supervisor.js';
 import { defineRoute, json, type RouteDef, type RouteResult } from '../../http/route.js';
 import { errorSchema } from '../../http/schemas.js';
+import { statusRoutes } from './status-routes.js';
 
 export interface Lifecycle {
   /** True once shutdown has begun: readiness fails so load balancers stop sending. */
@@ -54,34 +55,42 @@ function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
 }
 
+function liveness(deps: AppDeps): RouteResult {
+  const database = deps.databaseSupervision?.();
+  if (database?.state === 'failed') {
+    return probeError(
+      'database_failed',
+      `The embedded Postgres could not be restarted (${database.failures_in_window} failures within ${database.window_seconds} s); restart the service`,
+      database,
+    );
+  }
+  return json({ status: 'ok' });
+}
+
 export function healthRoutes(
   deps: AppDeps,
   extra: { lifecycle: Lifecycle; metricsText: () => Promise<{ contentType: string; body: string }>; openapi: () => unknown },
 ): RouteDef[] {
   return [
-    defineRoute({
-      method: 'get',
-      path: '/healthz',
-      operationId: 'healthz',
-      summary: 'Liveness: the process is serving, and its embedded Postgres has not been given up',
-      tags,
-      auth: 'public',
-      responses: {
-        200: { description: 'Alive', schema: z.object({ status: z.literal('ok') }) },
-        503: { description: 'The embedded Postgres could not be restarted: restart the service', schema: probeErrorSchema },
-      },
-      handler: () => {
-        const database = deps.databaseSupervision?.();
-        if (database?.state === 'failed') {
-          return probeError(
-            'database_failed',
-            `The embedded Postgres could not be restarted (${database.failures_in_window} failures within ${database.window_seconds} s); restart the service`,
-            database,
-          );
-        }
-        return json({ status: 'ok' });
-      },
-    }),
+    ...['/healthz', '/health'].map((path) =>
+      defineRoute({
+        method: 'get',
+        path,
+        operationId: path === '/healthz' ? 'healthz' : 'health',
+        summary:
+          path === '/healthz'
+            ? 'Liveness: the process is serving, and its embedded Postgres has not been given up'
+            : 'Liveness under the name the Kernel CLI probes (kernel status): the same answer as /healthz',
+        tags,
+        auth: 'public',
+        responses: {
+          200: { description: 'Alive', schema: z.object({ status: z.literal('ok') }) },
+          503: { description: 'The embedded Postgres could not be restarted: restart the service', schema: probeErrorSchema },
+        },
+        handler: () => liveness(deps),
+      }),
+    ),
+    ...statusRoutes(deps, extra.lifecycle),
     defineRoute({
       method: 'get',
       path: '/readyz',

@@ -1,0 +1,79 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { cleanupServices, REPO_ROOT, startService, type RunningService } from '../support/service.js';
+
+/**
+ * The route count from outside (issue 19's "Done when"): scripts/sdk-routes.mjs reads every
+ * route @onkernel/sdk 0.84.0 can call from the SDK's own code and calls each against the
+ * built service, started as a user starts it; a route is unserved when it answers 404
+ * route_not_found (or 405). The families below must be served whole; the rest (replays,
+ * telemetry, logs, extensions, deployments/apps, audit logs, credential providers) belong
+ * to later issues and are printed so the number stays visible.
+ *
+ * process, playwright and curl are being built on other branches at the time of writing:
+ * until those are merged, their three cases here fail, and that is expected.
+ */
+
+const SERVED_FAMILIES = [
+  'browsers',
+  'fs',
+  'computer',
+  'process',
+  'playwright',
+  'curl',
+  'pools',
+  'profiles',
+  'proxies',
+  'credentials',
+  'api keys',
+  'projects',
+  'auth connections',
+] as const;
+
+const SDK_ROUTES = 127;
+
+interface Report {
+  total: number;
+  served: number;
+  families: Record<string, { served: number; total: number; unserved: string[] }>;
+}
+
+let service: RunningService;
+let report: Report;
+
+beforeAll(async () => {
+  service = await startService();
+  const { stdout } = await promisify(execFile)(process.execPath, [path.join(REPO_ROOT, 'scripts/sdk-routes.mjs'), '--json'], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, KERNEL_BASE_URL: service.url, KERNEL_API_KEY: service.adminKey },
+    maxBuffer: 16 << 20,
+  });
+  report = JSON.parse(stdout) as Report;
+  const rest = Object.entries(report.families).filter(([name]) => !(SERVED_FAMILIES as readonly string[]).includes(name));
+  console.info(
+    [
+      `SDK routes served: ${report.served}/${report.total}`,
+      ...Object.entries(report.families).map(([name, f]) => `  ${name}: ${f.served}/${f.total}`),
+      'unserved outside the families this issue serves:',
+      ...rest.flatMap(([, f]) => f.unserved.map((route) => `  ${route}`)),
+    ].join('\n'),
+  );
+}, 300_000);
+afterAll(async () => {
+  await cleanupServices();
+});
+
+describe('SDK routes served, counted from outside', () => {
+  it(`finds the ${SDK_ROUTES} routes of @onkernel/sdk 0.84.0, each in a known family`, () => {
+    expect(report.total).toBe(SDK_ROUTES);
+    expect(report.families.other).toBeUndefined();
+  });
+
+  it.each(SERVED_FAMILIES)('serves every route of %s', (family) => {
+    const counted = report.families[family];
+    expect(counted, `no routes in family ${family}`).toBeDefined();
+    expect(counted!.unserved).toEqual([]);
+  });
+});
