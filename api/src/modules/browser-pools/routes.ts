@@ -5,7 +5,7 @@ import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js
 import { errorResponses } from '../../http/standard-responses.js';
 import { actorOf, projectScopeOf } from '../../scope.js';
 import { browserSessionSchema } from '../browsers/schema.js';
-import { DEFAULT_REGION, presentSession, publicWsBase, regionOf } from '../browsers/present.js';
+import { presentSession, publicWsBase, regionOf } from '../browsers/present.js';
 import { createCdpTokens } from '../browsers/cdp-token.js';
 import {
   acquirePoolBody,
@@ -25,7 +25,7 @@ import { listPools, type PoolRow } from './store.js';
 const tags = ['Browser pools'];
 
 /** The BrowserPool object (CONTRACT §3); optional fields are absent rather than null. */
-export function presentPool(row: PoolRow, region: string = DEFAULT_REGION) {
+export function presentPool(row: PoolRow, region: string) {
   return {
     id: row.id,
     region,
@@ -68,7 +68,7 @@ export function browserPoolRoutes(deps: AppDeps, services: AppServices): RouteDe
       auth: 'project',
       query: listPoolsQuery,
       responses: { 200: { description: 'A page of pools', schema: browserPoolSchema.array(), headers: paginationResponseHeaders }, ...errorResponses(400) },
-      handler: async ({ query, auth }) => page(await listPools(db, projectScopeOf(auth), query), query, presentPool),
+      handler: async ({ query, auth }) => page(await listPools(db, projectScopeOf(auth), query), query, present),
     }),
     defineRoute({
       method: 'get',
