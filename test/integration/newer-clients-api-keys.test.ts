@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixedClock } from '../../api/src/clock.js';
+import { errorFields } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { DAY } from './api-keys.fixtures.js';
 
@@ -56,7 +57,7 @@ describe('API keys: expires_at', () => {
     const before = await keyCount(tenant.orgId);
     const res = await tenant.http.post('/org/api_keys', { name: 'bad', ...body });
     expect(res.status, res.text).toBe(400);
-    expect(res.body.details.map((d: { field: string }) => d.field)).toContain(field);
+    expect(errorFields(res)).toContain(field);
     expect(await keyCount(tenant.orgId)).toBe(before);
   });
 });

@@ -1,7 +1,7 @@
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
-import type { HttpClient } from '../support/http.js';
+import { errorFields, type HttpClient } from '../support/http.js';
 import { eventually } from '../support/eventually.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
@@ -74,7 +74,7 @@ describe('newer clients: a real browser', () => {
     for (const bad of ['javascript:alert(1)', 'file:///etc/passwd', 'chrome://settings', 'not a url', 42]) {
       const res = await http.patch(`/browsers/${id}`, { start_url: bad, name: 'renamed-by-bad-patch' });
       expect(res.status, String(bad)).toBe(400);
-      expect(res.body.details.map((d: { field: string }) => d.field)).toContain('body.start_url');
+      expect(errorFields(res)).toContain('body.start_url');
     }
     for (const bad of [{ network: { allowed_hosts: ['example.com'] } }, { location: { timezone: 'Mars/Olympus Mons' } }]) {
       expect((await http.patch(`/browsers/${id}`, { ...bad, name: 'renamed-by-bad-patch' })).status, JSON.stringify(bad)).toBe(400);

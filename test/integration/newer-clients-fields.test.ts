@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixedClock } from '../../api/src/clock.js';
-import type { HttpClient } from '../support/http.js';
+import { errorFields, type HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
 /**
@@ -52,7 +52,7 @@ describe('newer clients: fields without a browser', () => {
       const before = await count('browser_pools');
       const res = await http.post('/browser_pools', { name: `bad-pool-${++seq}`, size: 1, ...bad });
       expect(res.status, res.text).toBe(400);
-      expect(res.body.details.map((d: { field: string }) => d.field)).toContain(field);
+      expect(errorFields(res)).toContain(field);
       expect(await count('browser_pools')).toBe(before);
     });
   });
@@ -69,7 +69,7 @@ describe('newer clients: fields without a browser', () => {
       const before = await count('browser_sessions');
       const res = await http.post('/browsers', { headless: true, ...bad });
       expect(res.status, res.text).toBe(400);
-      expect(res.body.details.map((d: { field: string }) => d.field)).toContain(field);
+      expect(errorFields(res)).toContain(field);
       expect(await count('browser_sessions')).toBe(before);
     });
 
@@ -156,7 +156,7 @@ describe('newer clients: fields without a browser', () => {
       const before = await count('auth_connections');
       const res = await http.post('/auth/connections', { domain: 'example.com', profile_name: `bad-browser-${++seq}`, ...bad });
       expect(res.status, res.text).toBe(400);
-      expect(res.body.details.map((d: { field: string }) => d.field)).toContain(field);
+      expect(errorFields(res)).toContain(field);
       expect(await count('auth_connections')).toBe(before);
     });
 
