@@ -160,6 +160,20 @@ describe('newer clients: fields without a browser', () => {
       expect(await count('auth_connections')).toBe(before);
     });
 
+    it('refuses a doubled or unknown browser option on login before any flow starts', async () => {
+      const created = await http.post('/auth/connections', { domain: 'example.com', profile_name: `login-${++seq}` });
+      for (const bad of [
+        { browser: { telemetry: { enabled: true } }, browser_telemetry: { enabled: true } },
+        { browser: { memory: '1GiB' } },
+        { browser: { proxy: { mode: 'none' } } },
+      ]) {
+        const res = await http.post(`/auth/connections/${created.body.id}/login`, bad);
+        expect(res.status, JSON.stringify(bad)).toBe(400);
+      }
+      expect((await http.get(`/auth/connections/${created.body.id}`)).body).toMatchObject({ flow_status: null, browser_session_id: null });
+      expect(await count('auth_flows')).toBe(0);
+    });
+
     it('refuses a proxy mode on update, which cannot remove a proxy, and changes nothing', async () => {
       const proxy = await createProxy(`mauth-proxy-${++seq}`);
       const created = await http.post('/auth/connections', { domain: 'example.com', profile_name: `mode-${seq}`, proxy: { id: proxy.id } });
