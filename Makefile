@@ -42,6 +42,7 @@ test-integration: build test-packages ## Integration tier: the app in-process ag
 	$(VITEST) run --config test/vitest.integration.ts
 
 test-e2e: build test-packages ## End-to-end tier: the built service started as a user starts it, driven by @onkernel/sdk
+	@scripts/python-sdk.sh >/dev/null
 	$(VITEST) run --config test/vitest.e2e.ts
 
 k8s-binaries: ## Build etcd, kube-apiserver and kube-controller-manager from Go modules when missing (cold: ~12 min)

@@ -19,6 +19,8 @@ export type ProjectResourceCounter = (
 export interface AppSettings {
   maxBodyBytes: number;
   orgMaxConcurrentSessions: number;
+  /** The region name browsers and pools report (default us-east, DEFAULT_REGION). */
+  region?: string | undefined;
   /** How clients reach the service (for cdp_ws_url); from the Host header when unset. */
   publicUrl?: string | undefined;
   /** How long a browser create waits for the browser to be ready. */

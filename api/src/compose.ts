@@ -57,6 +57,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
     settings: overrides.settings ?? {
       maxBodyBytes: config.BROWSERPLANE_MAX_BODY_BYTES,
       orgMaxConcurrentSessions: config.BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS,
+      region: config.BROWSERPLANE_REGION,
       publicUrl: config.BROWSERPLANE_PUBLIC_URL,
       browserLaunchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
       poolLaunchConcurrency: config.BROWSERPLANE_POOL_LAUNCH_CONCURRENCY,

@@ -55,6 +55,12 @@ export const configSchema = z.object({
     .email()
     .default('admin@localhost')
     .describe('E-mail shown as the creator of API keys made by the bootstrap admin'),
+  BROWSERPLANE_REGION: z
+    .string()
+    .max(63)
+    .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'lower-case letters, digits and dashes')
+    .default('us-east')
+    .describe('Region name reported on browsers and pools (newer SDKs require one); every browser runs here whatever region a request names'),
   BROWSERPLANE_ORG_MAX_CONCURRENT_SESSIONS: positiveInt(100000)
     .default(100)
     .describe('Concurrent browser sessions allowed per organisation (the read-only org limit)'),

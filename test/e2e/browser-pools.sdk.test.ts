@@ -44,6 +44,7 @@ describe('browser pools through the SDK', () => {
       available_count: 0,
       created_at: expect.any(String),
       extension_ids: [],
+      region: 'us-east',
       name,
       profile_id: profile.id,
       browser_pool_config: {

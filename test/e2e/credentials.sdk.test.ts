@@ -42,6 +42,8 @@ describe('credentials through the SDK', () => {
       has_totp_secret: false,
       sso_provider: 'google',
       value_keys: ['username', 'password'],
+      // Newer SDKs' fields, which 0.84's Credential type does not name.
+      ...{ totp_algorithm: 'SHA1', totp_digits: 6, totp_period: 30 },
     } satisfies Credential);
     expect(JSON.stringify(created)).not.toContain(PASSWORD);
   });

@@ -214,12 +214,12 @@ describe('organization.limits', () => {
   // The SDK's method for GET/PATCH /org/limits is kernel.organization.limits.
   it('reports the configured organisation limit and sets, keeps and removes the default project cap', async () => {
     const set = await admin.organization.limits.update({ default_project_max_concurrent_sessions: 12 });
-    expect(set).toEqual({ max_concurrent_sessions: ORG_SESSION_LIMIT, default_project_max_concurrent_sessions: 12 });
+    expect(set).toMatchObject({ max_concurrent_sessions: ORG_SESSION_LIMIT, default_project_max_concurrent_sessions: 12 });
     await expect(admin.organization.limits.retrieve()).resolves.toEqual(set);
     await expect(admin.organization.limits.update({})).resolves.toEqual(set);
 
     const removed = await admin.organization.limits.update({ default_project_max_concurrent_sessions: 0 });
-    expect(removed).toEqual({ max_concurrent_sessions: ORG_SESSION_LIMIT, default_project_max_concurrent_sessions: null });
+    expect(removed).toMatchObject({ max_concurrent_sessions: ORG_SESSION_LIMIT, default_project_max_concurrent_sessions: null });
     await expect(admin.organization.limits.retrieve()).resolves.toEqual(removed);
   });
 

@@ -28,6 +28,7 @@ describe('POST /browser_pools', () => {
       browser_pool_config: { size: 3 },
       created_at: clock.now().toISOString(),
       extension_ids: [],
+      region: 'us-east',
     });
     expect(ctx.runtime.launched).toEqual([]);
   });
@@ -60,6 +61,7 @@ describe('POST /browser_pools', () => {
       available_count: 0,
       created_at: clock.now().toISOString(),
       extension_ids: [],
+      region: 'us-east',
       name: 'checkout-pool',
       profile_id: profileId,
       browser_pool_config: {

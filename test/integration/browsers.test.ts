@@ -56,6 +56,8 @@ describe('POST /browsers', () => {
       gpu: false,
       kiosk_mode: false,
       timeout_seconds: 60,
+      region: 'us-east',
+      memory: '8GiB',
       viewport: { width: 1920, height: 1080, refresh_rate: 25 },
       tags: {},
       telemetry: null,

@@ -41,6 +41,9 @@ describe('credentials: create, read, list, delete', () => {
         has_values: true,
         has_totp_secret: false,
         sso_provider: null,
+        totp_algorithm: 'SHA1',
+        totp_digits: 6,
+        totp_period: 30,
         value_keys: ['username', 'password'],
       });
       expect(res.text).not.toContain('hunter2-create');

@@ -119,7 +119,7 @@ describe('HTTP errors', () => {
 
       const limits = await app.tenant.http.patch('/org/limits', body);
       expect(limits.status).toBe(200);
-      expect(limits.body).toEqual({ max_concurrent_sessions: 50, default_project_max_concurrent_sessions: null });
+      expect(limits.body).toMatchObject({ max_concurrent_sessions: 50, default_project_max_concurrent_sessions: null });
     });
 
     it('treats a request with no body and no content type as {}', async () => {

@@ -2,7 +2,7 @@ import type { Express, Request, RequestHandler, Response } from 'express';
 import { match } from 'path-to-regexp';
 import type { AppDeps } from '../app-deps.js';
 import type { AuthContext } from './auth-context.js';
-import { authenticate, PROJECT_HEADER } from './authenticate.js';
+import { authenticate, PROJECT_HEADER, PROJECT_NAME_HEADER } from './authenticate.js';
 import { applyDeprecation } from './deprecation.js';
 import { AppError } from './errors.js';
 import { expressPath, type HandlerContext, type RouteDef, type RouteResult } from './route.js';
@@ -30,7 +30,11 @@ async function runRoute(route: RouteDef, req: Request, res: Response, deps: AppD
     auth = await authenticate(
       deps.db,
       deps.clock,
-      { authorization: req.headers.authorization, projectHeader: req.get(PROJECT_HEADER) },
+      {
+        authorization: req.headers.authorization,
+        projectHeader: req.get(PROJECT_HEADER),
+        projectNameHeader: req.get(PROJECT_NAME_HEADER),
+      },
       route.auth,
     );
   }

@@ -10,14 +10,28 @@ const daysToExpire = z
   .nullable()
   .describe('Days until the key expires, 1 to 3650; null means it never expires');
 
+export const MAX_KEY_LIFETIME_DAYS = 3650;
+
+const expiresAt = z
+  .iso.datetime({ offset: true })
+  .transform((text) => new Date(text))
+  .nullable()
+  .describe(`When the key stops working (RFC 3339, in the future, at most ${MAX_KEY_LIFETIME_DAYS} days ahead); null means never`);
+
 export const createApiKeyBody = z
   .strictObject({
     name: labelSchema.describe('A label for the key (1 to 255 characters); not unique, not addressable'),
     days_to_expire: daysToExpire.optional(),
+    expires_at: expiresAt.optional(),
     project_id: lookupText
       .nullable()
       .optional()
       .describe('Scope the key to this project (id or name); null or absent for an org-wide key'),
+  })
+  .superRefine((body, ctx) => {
+    if (body.expires_at !== undefined && body.expires_at !== null && body.days_to_expire !== undefined && body.days_to_expire !== null) {
+      ctx.addIssue({ code: 'custom', path: ['expires_at'], message: 'give either expires_at or days_to_expire, not both' });
+    }
   })
   .meta({ id: 'CreateApiKeyRequest' });
 

@@ -1,9 +1,10 @@
 import type { ProjectResourceCounter } from '../../app-deps.js';
 import type { Clock } from '../../clock.js';
 import { inTransaction, type Db, type Queryable } from '../../db/pool.js';
-import { conflict, notFound } from '../../http/errors.js';
+import { badRequest, conflict, notFound } from '../../http/errors.js';
 import type { Actor, OrgScope } from '../../scope.js';
 import { shareLockLiveProject } from '../projects/store.js';
+import { MAX_KEY_LIFETIME_DAYS } from './schema.js';
 import { generateApiKey, hashApiKey, maskApiKey } from './key-material.js';
 import {
   countLiveProjectKeys,
@@ -45,6 +46,8 @@ interface IssueInput {
   projectId: string | null;
   name: string;
   lifetimeDays: number | null;
+  /** An instant the caller chose; otherwise the key expires lifetimeDays after now. */
+  expiresAt?: Date | null | undefined;
   createdBy: { keyId: string; name: string } | null;
   now: Date;
   /** A caller-supplied plaintext (the configured bootstrap key); generated when absent. */
@@ -66,7 +69,8 @@ export async function issueApiKey(db: Queryable, input: IssueInput): Promise<{ r
     lifetimeDays: input.lifetimeDays,
     createdBy: input.createdBy,
     now: input.now,
-    expiresAt: input.lifetimeDays === null ? null : new Date(input.now.getTime() + input.lifetimeDays * DAY_MS),
+    expiresAt:
+      input.expiresAt ?? (input.lifetimeDays === null ? null : new Date(input.now.getTime() + input.lifetimeDays * DAY_MS)),
   });
   return { row, plaintext };
 }
@@ -76,8 +80,16 @@ export async function createApiKey(
   clock: Clock,
   scope: OrgScope,
   actor: Actor,
-  input: { name: string; days_to_expire?: number | null | undefined; project_id?: string | null | undefined },
+  input: {
+    name: string;
+    days_to_expire?: number | null | undefined;
+    expires_at?: Date | null | undefined;
+    project_id?: string | null | undefined;
+  },
 ) {
+  const now = clock.now();
+  const expiresAt = input.expires_at ?? undefined;
+  if (expiresAt) checkExpiry(expiresAt, now);
   return inTransaction(db, async (tx) => {
     let projectId: string | null = null;
     if (input.project_id) {
@@ -89,11 +101,29 @@ export async function createApiKey(
       orgId: scope.orgId,
       projectId,
       name: input.name,
-      lifetimeDays: input.days_to_expire ?? null,
+      // A rotation gives the successor the same lifetime, so a chosen instant is kept as days.
+      lifetimeDays: expiresAt ? Math.ceil((expiresAt.getTime() - now.getTime()) / DAY_MS) : (input.days_to_expire ?? null),
+      expiresAt,
       createdBy: creatorOf(actor),
-      now: clock.now(),
+      now,
     });
   });
+}
+
+/** A key that is born expired, or that outlives the longest lifetime days_to_expire allows, is a mistake. */
+function checkExpiry(expiresAt: Date, now: Date): void {
+  const field = 'body.expires_at';
+  if (expiresAt.getTime() <= now.getTime()) {
+    throw badRequest('invalid_request', `expires_at must be in the future (now is ${now.toISOString()})`, [
+      { code: 'too_small', field, message: `${field}: must be after ${now.toISOString()}` },
+    ]);
+  }
+  const latest = new Date(now.getTime() + MAX_KEY_LIFETIME_DAYS * DAY_MS);
+  if (expiresAt.getTime() > latest.getTime()) {
+    throw badRequest('invalid_request', `expires_at must be at most ${MAX_KEY_LIFETIME_DAYS} days ahead`, [
+      { code: 'too_big', field, message: `${field}: must be at or before ${latest.toISOString()}` },
+    ]);
+  }
 }
 
 export async function getApiKey(db: Queryable, scope: OrgScope, id: string, includeDeleted = false): Promise<ApiKeyRow> {

@@ -11,7 +11,7 @@ import { followFlow } from './events.js';
 import {
   connectionParams,
   connectionSchema,
-  createConnectionBody,
+  createConnectionHttpBody,
   listConnectionsQuery,
   loginBody,
   loginResponseSchema,
@@ -60,7 +60,7 @@ export function authConnectionRoutes(deps: AppDeps, services: AppServices): Rout
       summary: 'Create a managed auth connection: keep a profile logged into a domain (the profile is created when missing)',
       tags,
       auth: 'project',
-      body: createConnectionBody,
+      body: createConnectionHttpBody,
       responses: { 200: { description: 'The connection', schema: connectionSchema }, ...errorResponses(400, 404, 409) },
       handler: async ({ body, auth, req }) => json(await presentConnection(viewContext(deps, req), await createConnection(deps, namedScopeOf(auth), actorOf(auth), body))),
     }),

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { paginationQuery } from '../../http/pagination.js';
 import { lookupText, timestamp } from '../../http/schemas.js';
+import { regionRequest } from '../browsers/schema.js';
 import { telemetryRequestSchema } from '../browsers/telemetry.js';
 import { hostNameSchema } from '../credentials/schema.js';
 import { profileName } from '../profiles/schema.js';
@@ -92,7 +93,56 @@ const healthCheckInterval = z
 
 const telemetry = telemetryRequestSchema.nullable();
 
-const sharedFields = {
+/**
+ * The `browser` object newer SDKs send (Python 0.131 ManagedAuthBrowserConfig). Its
+ * proxy and telemetry are the same settings as the top-level proxy and
+ * browser_telemetry, and are applied as those; region and stealth are accepted and
+ * change nothing (one region here; flow browsers' settings are the service's). A proxy
+ * mode asks for the default egress, which is no proxy here.
+ */
+const browserConfig = z
+  .strictObject({
+    proxy: z
+      .strictObject({
+        id: lookupText.optional().describe('Proxy id'),
+        name: lookupText.optional().describe('Proxy name'),
+        mode: z.enum(['direct', 'default']).optional().describe('No proxy (the default egress here)'),
+      })
+      .refine((p) => [p.id, p.name, p.mode].filter((v) => v !== undefined).length === 1, { message: 'give exactly one of mode, id or name' })
+      .optional(),
+    region: regionRequest.optional(),
+    stealth: z.boolean().optional().describe('Ignored: flow browsers use the service’s settings'),
+    telemetry: telemetry.optional().describe('Same as browser_telemetry'),
+  })
+  .describe('Browser settings of the flow’s browsers, as newer SDKs send them: proxy and telemetry applied, region and stealth ignored');
+
+type BrowserConfig = z.output<typeof browserConfig>;
+type ProxyAndTelemetry = { proxy?: z.output<typeof proxyRef> | undefined; browser_telemetry?: z.output<typeof telemetry> | undefined };
+
+/** Both the top level and `browser` naming a proxy or telemetry is ambiguous: refused. */
+function refuseDoubles(body: ProxyAndTelemetry & { browser?: BrowserConfig | undefined }, ctx: z.RefinementCtx, where: 'create' | 'update' | 'login'): void {
+  if (body.browser?.proxy !== undefined && body.proxy !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['browser', 'proxy'], message: 'give the proxy once: in proxy or in browser.proxy' });
+  }
+  if (body.browser?.telemetry !== undefined && body.browser_telemetry !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['browser', 'telemetry'], message: 'give telemetry once: in browser_telemetry or in browser.telemetry' });
+  }
+  if (where === 'update' && body.browser?.proxy?.mode !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['browser', 'proxy', 'mode'], message: 'cannot remove a connection’s proxy; give a proxy id or name' });
+  }
+}
+
+/** The `browser` object folded into the top-level fields the service reads. */
+function foldBrowser<T extends ProxyAndTelemetry & { browser?: BrowserConfig | undefined }>({ browser, ...rest }: T): Omit<T, 'browser'> {
+  const proxy = browser?.proxy;
+  return {
+    ...rest,
+    ...(proxy?.id !== undefined ? { proxy: { id: proxy.id } } : proxy?.name !== undefined ? { proxy: { name: proxy.name } } : {}),
+    ...(browser?.telemetry !== undefined ? { browser_telemetry: browser.telemetry } : {}),
+  };
+}
+
+const settingFields = {
   allowed_domains: allowedDomains.optional(),
   auto_reauth: z.boolean().optional().describe('Re-authenticate unattended when a health check finds the login gone (default true)'),
   browser_telemetry: telemetry.optional(),
@@ -103,14 +153,22 @@ const sharedFields = {
   record_session: z.boolean().optional().describe('Record the flow’s browser (default false)'),
   save_credentials: z.boolean().optional().describe('Store what the user submits in a credential for re-auth; one-time codes never (default true)'),
 };
+const sharedFields = { ...settingFields, browser: browserConfig.optional() };
 
-export const createConnectionBody = z
-  .strictObject({
-    domain: hostNameSchema.describe('The site to stay logged into, e.g. example.com'),
-    profile_name: profileName.describe('The profile kept logged in; created when missing'),
-    login_url: httpUrl.optional().describe('The login page; without it the flow finds it from the domain'),
-    ...sharedFields,
-  })
+const createConnectionFields = {
+  domain: hostNameSchema.describe('The site to stay logged into, e.g. example.com'),
+  profile_name: profileName.describe('The profile kept logged in; created when missing'),
+  login_url: httpUrl.optional().describe('The login page; without it the flow finds it from the domain'),
+};
+
+/** An AuthConnection manifest's spec (the operator's CRD is generated from it). */
+export const createConnectionBody = z.strictObject({ ...createConnectionFields, ...settingFields });
+
+/** POST /auth/connections: the manifest's fields and the `browser` object newer SDKs send. */
+export const createConnectionHttpBody = z
+  .strictObject({ ...createConnectionFields, ...sharedFields })
+  .superRefine((body, ctx) => refuseDoubles(body, ctx, 'create'))
+  .transform(foldBrowser)
   .meta({ id: 'ManagedAuthCreateRequest' });
 export type CreateConnectionInput = z.output<typeof createConnectionBody>;
 
@@ -119,6 +177,8 @@ export const updateConnectionBody = z
     login_url: httpUrl.or(z.literal('')).optional().describe('The login page; "" clears it'),
     ...sharedFields,
   })
+  .superRefine((body, ctx) => refuseDoubles(body, ctx, 'update'))
+  .transform(foldBrowser)
   .meta({ id: 'ManagedAuthUpdateRequest' });
 export type UpdateConnectionInput = z.output<typeof updateConnectionBody>;
 
@@ -136,7 +196,10 @@ export const loginBody = z
     browser_telemetry: telemetry.optional(),
     proxy: proxyRef.optional(),
     record_session: z.boolean().optional(),
+    browser: browserConfig.optional(),
   })
+  .superRefine((body, ctx) => refuseDoubles(body, ctx, 'login'))
+  .transform(foldBrowser)
   .meta({ id: 'ManagedAuthLoginRequest' });
 export type LoginInput = z.output<typeof loginBody>;
 

@@ -5,12 +5,12 @@ import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js
 import { errorResponses } from '../../http/standard-responses.js';
 import { actorOf, projectScopeOf } from '../../scope.js';
 import { browserSessionSchema } from '../browsers/schema.js';
-import { presentSession, publicWsBase } from '../browsers/present.js';
+import { presentSession, publicWsBase, regionOf } from '../browsers/present.js';
 import { createCdpTokens } from '../browsers/cdp-token.js';
 import {
   acquirePoolBody,
   browserPoolSchema,
-  createPoolBody,
+  createPoolHttpBody,
   deletePoolBody,
   listPoolsQuery,
   MAX_ACQUIRE_WAIT_SECONDS,
@@ -25,9 +25,10 @@ import { listPools, type PoolRow } from './store.js';
 const tags = ['Browser pools'];
 
 /** The BrowserPool object (CONTRACT §3); optional fields are absent rather than null. */
-export function presentPool(row: PoolRow) {
+export function presentPool(row: PoolRow, region: string) {
   return {
     id: row.id,
+    region,
     acquired_count: Number(row.acquired_count),
     available_count: Number(row.available_count),
     browser_pool_config: { ...row.config, size: row.size },
@@ -44,6 +45,7 @@ export function browserPoolRoutes(deps: AppDeps, services: AppServices): RouteDe
   const poolDeps = (): PoolServiceDeps => ({ ...deps, pools });
   const { db } = deps;
   const tokens = createCdpTokens(deps);
+  const present = (row: PoolRow) => presentPool(row, regionOf(deps.settings));
   return [
     defineRoute({
       method: 'post',
@@ -53,9 +55,9 @@ export function browserPoolRoutes(deps: AppDeps, services: AppServices): RouteDe
       description: 'The sum of the sizes of the project’s pools is capped by its max_pooled_sessions, and the organisation’s by its session cap (409 pool_size_limit_exceeded).',
       tags,
       auth: 'project',
-      body: createPoolBody,
+      body: createPoolHttpBody,
       responses: { 200: { description: 'The pool', schema: browserPoolSchema }, ...errorResponses(400, 404, 409) },
-      handler: async ({ body, auth }) => json(presentPool(await createPool(poolDeps(), projectScopeOf(auth), actorOf(auth), body))),
+      handler: async ({ body, auth }) => json(present(await createPool(poolDeps(), projectScopeOf(auth), actorOf(auth), body))),
     }),
     defineRoute({
       method: 'get',
@@ -66,7 +68,7 @@ export function browserPoolRoutes(deps: AppDeps, services: AppServices): RouteDe
       auth: 'project',
       query: listPoolsQuery,
       responses: { 200: { description: 'A page of pools', schema: browserPoolSchema.array(), headers: paginationResponseHeaders }, ...errorResponses(400) },
-      handler: async ({ query, auth }) => page(await listPools(db, projectScopeOf(auth), query), query, presentPool),
+      handler: async ({ query, auth }) => page(await listPools(db, projectScopeOf(auth), query), query, present),
     }),
     defineRoute({
       method: 'get',
@@ -77,7 +79,7 @@ export function browserPoolRoutes(deps: AppDeps, services: AppServices): RouteDe
       auth: 'project',
       params: poolIdParams,
       responses: { 200: { description: 'The pool', schema: browserPoolSchema }, ...errorResponses(404) },
-      handler: async ({ params, auth }) => json(presentPool(await getPool(db, projectScopeOf(auth), params.id_or_name))),
+      handler: async ({ params, auth }) => json(present(await getPool(db, projectScopeOf(auth), params.id_or_name))),
     }),
     defineRoute({
       method: 'patch',
@@ -96,7 +98,7 @@ export function browserPoolRoutes(deps: AppDeps, services: AppServices): RouteDe
         const scope = projectScopeOf(auth);
         const pool = await updatePoolSettings(poolDeps(), scope, actorOf(auth), params.id_or_name, body);
         // Read again: discard_all_idle changed the counts.
-        return json(presentPool(await getPool(db, scope, pool.id)));
+        return json(present(await getPool(db, scope, pool.id)));
       },
     }),
     defineRoute({
@@ -144,7 +146,7 @@ export function browserPoolRoutes(deps: AppDeps, services: AppServices): RouteDe
         // 204 with a Content-Type and no body: the Go SDK cannot read a 204 without one,
         // and every client tried (TS, Python, Go, the CLI) reads this as "none" (null).
         if (!row) return { kind: 'empty', status: 204, headers: { 'content-type': 'application/json' } };
-        return json(await presentSession({ tokens, wsBase: publicWsBase(deps, req), now: deps.clock.now() }, row));
+        return json(await presentSession({ tokens, wsBase: publicWsBase(deps, req), now: deps.clock.now(), region: regionOf(deps.settings) }, row));
       },
     }),
     defineRoute({

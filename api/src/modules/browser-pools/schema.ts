@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { paginationQuery } from '../../http/pagination.js';
 import { lookupText, timestamp } from '../../http/schemas.js';
 import { chromePolicySchema } from '../browsers/policy.js';
-import { extensionSelector, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, selectorName, sessionName, startUrl, tagsSchema, viewportSchema } from '../browsers/schema.js';
+import { extensionSelector, memoryRequest, networkRequest, regionRequest, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, selectorName, sessionName, startUrl, tagsSchema, viewportSchema } from '../browsers/schema.js';
 import { telemetryRequestSchema } from '../browsers/telemetry.js';
 
 export const DEFAULT_FILL_RATE_PER_MINUTE = 25;
@@ -48,29 +48,42 @@ const fields = {
   refresh_on_profile_update: z.boolean().describe('Rebuild idle browsers when the profile is saved (default true with a profile; needs one)'),
 };
 
-export const createPoolBody = z
+const createPoolFields = {
+  size: fields.size,
+  fill_rate_per_minute: fields.fill_rate_per_minute.optional(),
+  timeout_seconds: fields.timeout_seconds.optional(),
+  headless: fields.headless.optional(),
+  stealth: fields.stealth.optional(),
+  kiosk_mode: fields.kiosk_mode.optional(),
+  viewport: fields.viewport.optional(),
+  chrome_policy: fields.chrome_policy.optional(),
+  telemetry: fields.telemetry.optional(),
+  refresh_on_profile_update: fields.refresh_on_profile_update.optional(),
+  name: sessionName.optional().describe('Unique among live pools of the project (case-insensitive); "" means none'),
+  start_url: startUrl.optional(),
+  proxy_id: lookupText.optional().describe('A proxy of the project'),
+  profile: poolProfile.optional(),
+  extensions: extensions.optional(),
+};
+
+function needsProfile(body: { refresh_on_profile_update?: boolean | undefined; profile?: unknown }, ctx: z.RefinementCtx): void {
+  if (body.refresh_on_profile_update === true && body.profile === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['refresh_on_profile_update'], message: 'needs a profile' });
+  }
+}
+
+/** A BrowserPool manifest's spec (the operator's CRD is generated from it): what this service does. */
+export const createPoolBody = z.strictObject(createPoolFields).superRefine(needsProfile);
+
+/** POST /browser_pools: the manifest's fields and what newer SDKs send for hosted Kernel (accepted, changing nothing). */
+export const createPoolHttpBody = z
   .strictObject({
-    size: fields.size,
-    fill_rate_per_minute: fields.fill_rate_per_minute.optional(),
-    timeout_seconds: fields.timeout_seconds.optional(),
-    headless: fields.headless.optional(),
-    stealth: fields.stealth.optional(),
-    kiosk_mode: fields.kiosk_mode.optional(),
-    viewport: fields.viewport.optional(),
-    chrome_policy: fields.chrome_policy.optional(),
-    telemetry: fields.telemetry.optional(),
-    refresh_on_profile_update: fields.refresh_on_profile_update.optional(),
-    name: sessionName.optional().describe('Unique among live pools of the project (case-insensitive); "" means none'),
-    start_url: startUrl.optional(),
-    proxy_id: lookupText.optional().describe('A proxy of the project'),
-    profile: poolProfile.optional(),
-    extensions: extensions.optional(),
+    ...createPoolFields,
+    region: regionRequest.optional(),
+    memory: memoryRequest.optional(),
+    network: networkRequest.optional(),
   })
-  .superRefine((body, ctx) => {
-    if (body.refresh_on_profile_update === true && body.profile === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['refresh_on_profile_update'], message: 'needs a profile' });
-    }
-  })
+  .superRefine(needsProfile)
   .meta({ id: 'BrowserPoolCreateRequest' });
 
 export const updatePoolBody = z
@@ -91,6 +104,9 @@ export const updatePoolBody = z
     profile: poolProfileUpdate.optional().describe('New profile; {"id": ""} clears it and turns refresh_on_profile_update off'),
     extensions: extensions.optional().describe('[] clears'),
     discard_all_idle: z.boolean().optional().describe('Rebuild every idle browser, not only those of the old configuration'),
+    memory: memoryRequest.optional(),
+    network: networkRequest.optional(),
+    expected_network: networkRequest.optional().describe('Ignored with network: no egress allowlist exists here to compare'),
   })
   .meta({ id: 'BrowserPoolUpdateRequest' });
 
@@ -130,9 +146,13 @@ export const browserPoolSchema = z
         chrome_policy: z.record(z.string(), z.unknown()).optional(),
         extensions: z.array(z.object({ id: z.string().optional(), name: z.string().optional() })).optional(),
         telemetry: z.object({ browser: categoriesResponse }).nullable().optional(),
+        region: z.string().optional().describe('As sent; ignored'),
+        memory: z.string().optional().describe('As sent; ignored'),
+        network: z.object({ private_hosts: z.array(z.string()).optional() }).optional().describe('As sent; ignored'),
       })
       .describe('The configuration as it was sent'),
     created_at: timestamp,
+    region: z.string().describe('The service’s configured region (BROWSERPLANE_REGION, default us-east)'),
     extension_ids: z.array(z.string()),
     name: z.string().optional(),
     profile_id: z.string().optional(),

@@ -1,7 +1,7 @@
 import type { AppDeps } from '../../app-deps.js';
 import type { InvocationBrowsers } from '../invocations/browsers.js';
 import { createCdpTokens } from './cdp-token.js';
-import { presentSession, publicWsBase } from './present.js';
+import { presentSession, publicWsBase, regionOf } from './present.js';
 import { DELETE_REASONS, endSession } from './service.js';
 import { listInvocationSessions } from './store.js';
 
@@ -14,7 +14,7 @@ export function invocationBrowsers(deps: AppDeps): InvocationBrowsers {
   const tokens = createCdpTokens(deps);
   return {
     async listActive(db, scope, invocationId) {
-      const ctx = { tokens, wsBase: publicWsBase(deps), now: deps.clock.now() };
+      const ctx = { tokens, wsBase: publicWsBase(deps), now: deps.clock.now(), region: regionOf(deps.settings) };
       return Promise.all((await listInvocationSessions(db, scope, invocationId)).map((row) => presentSession(ctx, row)));
     },
     async deleteAll(scope, invocationId) {

@@ -20,10 +20,22 @@ export function publicWsBase(deps: AppDeps, req?: IncomingMessage): string {
   return `${secure ? 'wss' : 'ws'}://${host && HOST.test(host) ? host : 'localhost'}`;
 }
 
+/** What newer SDKs get when the service names no region: Kernel's own default. */
+export const DEFAULT_REGION = 'us-east';
+export const regionOf = (settings: AppDeps['settings']): string => settings.region ?? DEFAULT_REGION;
+
+/**
+ * Hosted Kernel sizes memory by plan; a browser here gets what its host or pod gives it,
+ * so the size newer SDKs require is reported as Kernel's default for the kind of browser.
+ */
+export const reportedMemory = (headless: boolean): '1GiB' | '8GiB' => (headless ? '1GiB' : '8GiB');
+
 export interface PresentContext {
   tokens: CdpTokens;
   wsBase: string;
   now: Date;
+  /** The configured region (regionOf); DEFAULT_REGION when absent. */
+  region?: string | undefined;
 }
 
 /** The BrowserSession object (CONTRACT §1.1); optional fields are absent rather than null. */
@@ -43,6 +55,8 @@ export async function presentSession(ctx: PresentContext, row: SessionRow) {
     gpu: row.gpu,
     kiosk_mode: row.kiosk_mode,
     timeout_seconds: row.timeout_seconds,
+    region: ctx.region ?? DEFAULT_REGION,
+    memory: reportedMemory(row.headless),
     ...(row.name !== null ? { name: row.name } : {}),
     ...(row.pool_id !== null ? { pool: { id: row.pool_id, ...(row.pool_name !== null ? { name: row.pool_name } : {}) } } : {}),
     ...(row.start_url !== null ? { start_url: row.start_url } : {}),

@@ -11,12 +11,12 @@ import { computerRoutes } from './computer-routes.js';
 import { fsRoutes } from './fs-routes.js';
 import { liveViewRoutes } from './live-view.js';
 import { playwrightRoutes } from './playwright-routes.js';
-import { presentSession, publicWsBase } from './present.js';
+import { presentSession, publicWsBase, regionOf } from './present.js';
 import { profileArchiveRoutes } from './profile-archive-routes.js';
 import {
   browserIdParams,
   browserSessionSchema,
-  createBrowserBody,
+  createBrowserHttpBody,
   getBrowserQuery,
   listBrowsersQuery,
   updateBrowserBody,
@@ -37,7 +37,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
   const { db } = deps;
   const tokens = createCdpTokens(deps);
   const present = (req: Request) => {
-    const ctx = { tokens, wsBase: publicWsBase(deps, req), now: deps.clock.now() };
+    const ctx = { tokens, wsBase: publicWsBase(deps, req), now: deps.clock.now(), region: regionOf(deps.settings) };
     return (row: SessionRow) => presentSession(ctx, row);
   };
   return [
@@ -51,7 +51,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
         'A browser not ready within 30 s is a 504 browser_launch_timeout; a failed start is a 502 browser_launch_failed (the session is then deleted).',
       tags,
       auth: 'project',
-      body: createBrowserBody,
+      body: createBrowserHttpBody,
       responses: {
         200: { description: 'The running session', schema: browserSessionSchema },
         ...errorResponses(400, 404, 409, 429),

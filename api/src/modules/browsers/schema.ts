@@ -59,38 +59,107 @@ export const startUrl = z
   .max(8192)
   .describe('Page opened at start, best effort: http, https or about URL');
 
-export const createBrowserBody = z
+/*
+ * What newer SDKs send for hosted Kernel's machines (Python 0.131: region, location,
+ * memory, video_memory, network). Accepted so those clients work; docs/newer-clients.md
+ * says why each changes nothing here.
+ */
+export const BROWSER_REGIONS = ['us-east', 'us-west', 'eu-west', 'ap-southeast'] as const;
+
+export const regionRequest = z
+  .enum(BROWSER_REGIONS)
+  .describe('Ignored: every browser runs where this service runs; responses name its configured region (BROWSERPLANE_REGION, default us-east)');
+
+const locationText = z.string().max(64).regex(/^[A-Za-z0-9_+/.-]*$/, 'an IANA time zone or a BCP 47 locale');
+
+export const locationRequest = z
   .strictObject({
-    name: sessionName.optional().describe('Unique among active sessions of the project (case-insensitive); "" means none'),
-    headless: z.boolean().optional().describe('Headless (default false: headful under a virtual display)'),
-    stealth: z.boolean().optional().describe('Anti-detection settings (default false)'),
-    gpu: z.boolean().optional().describe('GPU acceleration: no GPU is available here, so true is refused'),
-    kiosk_mode: z.boolean().optional().describe('Full-screen kiosk mode (default false)'),
-    start_url: startUrl.optional(),
-    timeout_seconds: z
-      .number()
-      .int()
-      .min(MIN_TIMEOUT_SECONDS)
-      .max(MAX_TIMEOUT_SECONDS)
-      .optional()
-      .describe('Seconds without a CDP connection before the session is deleted, 10 to 259200 (default 60)'),
-    proxy_id: lookupText.optional().describe('A proxy of the project'),
-    profile: profileSelector.optional(),
-    extensions: z.array(extensionSelector).max(20).optional().describe('Extensions to load: none exist yet, so only [] is accepted'),
-    viewport: viewportSchema.optional(),
-    chrome_policy: chromePolicySchema.optional(),
-    tags: tagsSchema.optional(),
-    telemetry: telemetryRequestSchema.nullable().optional(),
-    invocation_id: lookupText.optional().describe('A queued or running invocation of the project that owns the browser'),
+    timezone: locationText.nullable().optional().describe('IANA time zone'),
+    locale: locationText.nullable().optional().describe('BCP 47 locale'),
   })
-  .superRefine((body, ctx) => {
-    if (body.gpu === true) {
-      ctx.addIssue({ code: 'custom', path: ['gpu'], message: 'no GPU is available on this installation; omit gpu or send false' });
-    }
-    if (body.extensions !== undefined && body.extensions.length > 0) {
-      ctx.addIssue({ code: 'custom', path: ['extensions'], message: 'extensions cannot be loaded yet; send [] or omit it' });
+  .describe('Ignored: hosted Kernel derives a time zone and locale from its regions; browsers here keep the host’s');
+
+export const memoryRequest = z
+  .enum(['1GiB', '2GiB', '4GiB', '8GiB', '16GiB'])
+  .describe('Ignored: a browser gets the memory of its host or pod; responses report Kernel’s default for the kind of browser');
+
+const hostList = z.array(z.string().max(255)).max(256);
+
+/**
+ * Hosted Kernel's egress proxy features. An allowlist or proxy routes a caller relies on
+ * to keep pages away from hosts cannot be dropped silently, so those are refused; the
+ * direct-routing list (private_hosts) only widens what hosted egress reaches, and a
+ * browser here already reaches what its host reaches.
+ */
+export const networkRequest = z
+  .strictObject({
+    allowed_hosts: hostList.nullable().optional(),
+    private_hosts: hostList.optional(),
+    proxy_routes: z.array(z.unknown()).max(256).optional(),
+    expected_allowlist_revision: z.string().max(255).optional(),
+    mutation_id: z.string().max(255).optional(),
+  })
+  .superRefine((network, ctx) => {
+    for (const key of ['allowed_hosts', 'proxy_routes'] as const) {
+      const value = network[key];
+      if (value !== undefined && value !== null) {
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: `is not enforced on this service (no egress proxy); use a proxy (proxy_id) or the service's BROWSERPLANE_BLOCK_PRIVATE_NETWORKS instead`,
+        });
+      }
     }
   })
+  .describe('Egress settings of hosted Kernel: allowed_hosts and proxy_routes are refused (not enforced here); private_hosts is ignored');
+
+const createBrowserFields = {
+  name: sessionName.optional().describe('Unique among active sessions of the project (case-insensitive); "" means none'),
+  headless: z.boolean().optional().describe('Headless (default false: headful under a virtual display)'),
+  stealth: z.boolean().optional().describe('Anti-detection settings (default false)'),
+  gpu: z.boolean().optional().describe('GPU acceleration: no GPU is available here, so true is refused'),
+  kiosk_mode: z.boolean().optional().describe('Full-screen kiosk mode (default false)'),
+  start_url: startUrl.optional(),
+  timeout_seconds: z
+    .number()
+    .int()
+    .min(MIN_TIMEOUT_SECONDS)
+    .max(MAX_TIMEOUT_SECONDS)
+    .optional()
+    .describe('Seconds without a CDP connection before the session is deleted, 10 to 259200 (default 60)'),
+  proxy_id: lookupText.optional().describe('A proxy of the project'),
+  profile: profileSelector.optional(),
+  extensions: z.array(extensionSelector).max(20).optional().describe('Extensions to load: none exist yet, so only [] is accepted'),
+  viewport: viewportSchema.optional(),
+  chrome_policy: chromePolicySchema.optional(),
+  tags: tagsSchema.optional(),
+  telemetry: telemetryRequestSchema.nullable().optional(),
+  invocation_id: lookupText.optional().describe('A queued or running invocation of the project that owns the browser'),
+};
+
+function refuseUnavailable(body: { gpu?: boolean | undefined; extensions?: unknown[] | undefined }, ctx: z.RefinementCtx): void {
+  if (body.gpu === true) {
+    ctx.addIssue({ code: 'custom', path: ['gpu'], message: 'no GPU is available on this installation; omit gpu or send false' });
+  }
+  if (body.extensions !== undefined && body.extensions.length > 0) {
+    ctx.addIssue({ code: 'custom', path: ['extensions'], message: 'extensions cannot be loaded yet; send [] or omit it' });
+  }
+}
+
+/** A BrowserSession manifest's spec (the operator's CRD is generated from it): what this service does. */
+export const createBrowserBody = z.strictObject(createBrowserFields).superRefine(refuseUnavailable);
+
+/** POST /browsers: the manifest's fields and what newer SDKs send for hosted Kernel (accepted, changing nothing). */
+export const createBrowserHttpBody = z
+  .strictObject({
+    ...createBrowserFields,
+    region: regionRequest.optional(),
+    location: locationRequest.optional(),
+    memory: memoryRequest.optional(),
+    video_memory: z.enum(['2GiB', '4GiB']).optional().describe('Ignored: GPU browsers only, and gpu true is refused'),
+    network: networkRequest.optional(),
+  })
+  .superRefine(refuseUnavailable)
   .meta({ id: 'BrowserCreateRequest' });
 
 export const updateBrowserBody = z
@@ -107,6 +176,12 @@ export const updateBrowserBody = z
       .describe('New viewport, applied to the running browser first: if it cannot take it, 409 and nothing is stored'),
     profile: profileSelector.optional().describe('Load a profile; only when the session has none'),
     disable_default_proxy: z.boolean().optional().describe('Accepted; there is no default stealth proxy here'),
+    start_url: startUrl
+      .or(z.literal(''))
+      .optional()
+      .describe('Navigate the running browser’s first tab here after the change, best effort (a failed navigation does not fail the update); "" leaves the page as it is'),
+    location: locationRequest.optional(),
+    network: networkRequest.optional(),
   })
   .meta({ id: 'BrowserUpdateRequest' });
 
@@ -146,6 +221,8 @@ export const browserSessionSchema = z
     gpu: z.boolean(),
     kiosk_mode: z.boolean(),
     timeout_seconds: z.number(),
+    region: z.string().describe('The service’s configured region (BROWSERPLANE_REGION, default us-east)'),
+    memory: z.enum(['1GiB', '8GiB']).describe('Kernel’s default for the kind of browser (1GiB headless, 8GiB headful); not a limit here'),
     name: z.string().optional(),
     pool: z.object({ id: z.string(), name: z.string().optional() }).optional().describe('The pool this browser is leased from'),
     start_url: z.string().optional(),

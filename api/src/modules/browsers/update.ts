@@ -2,6 +2,7 @@ import type { AppDeps } from '../../app-deps.js';
 import { inTransaction } from '../../db/pool.js';
 import { AppError, conflict } from '../../http/errors.js';
 import { BrowserSettingsError, type LiveBrowserSettings } from '../../../../contract/browser-runtime.js';
+import { navigateFirstTab } from './navigate.js';
 import { attachProfile } from './profile-archive.js';
 import { refuseResizeWhileWatched } from './live-view.js';
 import { DEFAULT_VIEWPORT, type UpdateBrowserInput } from './schema.js';
@@ -16,8 +17,20 @@ import { applyTelemetry } from './telemetry.js';
  * cannot apply them, nothing is stored and the caller gets 409. A profile can be set only
  * while none is loaded, and only one with nothing saved yet (attachProfile says why). The
  * row is locked for the change, so concurrent PATCHes apply one after the other.
+ * start_url then navigates the first tab, best effort (navigate.ts); location and network
+ * are accepted and change nothing (docs/newer-clients.md).
  */
 export async function updateSessionSettings(deps: AppDeps, scope: Scope, idOrName: string, input: UpdateBrowserInput): Promise<SessionRow> {
+  const row = await storeSettings(deps, scope, idOrName, input);
+  // After the commit, so the page loads with the new proxy, viewport and profile.
+  if (input.start_url) {
+    const problem = await navigateFirstTab(deps, row, input.start_url);
+    if (problem !== undefined) deps.log.info({ sessionId: row.id, problem }, 'start_url of a browser update did not open');
+  }
+  return row;
+}
+
+async function storeSettings(deps: AppDeps, scope: Scope, idOrName: string, input: UpdateBrowserInput): Promise<SessionRow> {
   let newName: string | null | undefined;
   try {
     return await inTransaction(deps.db, async (tx) => {

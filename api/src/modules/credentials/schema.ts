@@ -2,7 +2,15 @@ import { z } from 'zod';
 import { paginationQuery } from '../../http/pagination.js';
 import { lookupText } from '../../http/schemas.js';
 import { normaliseDomain } from './domain.js';
-import { normaliseTotpSecret, totpSecretProblem } from './totp.js';
+import {
+  normaliseTotpSecret,
+  TOTP_ALGORITHMS,
+  TOTP_MAX_DIGITS,
+  TOTP_MAX_PERIOD_SECONDS,
+  TOTP_MIN_DIGITS,
+  TOTP_MIN_PERIOD_SECONDS,
+  totpSecretProblem,
+} from './totp.js';
 
 export const MAX_VALUE_KEYS = 64;
 export const MAX_VALUE_KEY_CHARS = 128;
@@ -73,6 +81,25 @@ const totpSecret = z
     return z.NEVER;
   });
 
+/** How codes are made (newer SDKs send these); absent on create means the RFC 6238 defaults. */
+const totpOptionFields = {
+  totp_algorithm: z.enum(TOTP_ALGORITHMS).optional().describe('HMAC of the TOTP codes: SHA1 (default), SHA256 or SHA512'),
+  totp_digits: z
+    .number()
+    .int()
+    .min(TOTP_MIN_DIGITS)
+    .max(TOTP_MAX_DIGITS)
+    .optional()
+    .describe(`Digits of a code, ${TOTP_MIN_DIGITS} to ${TOTP_MAX_DIGITS} (default 6)`),
+  totp_period: z
+    .number()
+    .int()
+    .min(TOTP_MIN_PERIOD_SECONDS)
+    .max(TOTP_MAX_PERIOD_SECONDS)
+    .optional()
+    .describe(`Seconds a code stays current, ${TOTP_MIN_PERIOD_SECONDS} to ${TOTP_MAX_PERIOD_SECONDS} (default 30)`),
+};
+
 const ssoProvider = z
   .string()
   .trim()
@@ -89,6 +116,7 @@ export const createCredentialBody = z
       .describe(`Value name to value (1 to ${MAX_VALUE_KEYS} entries); sealed at rest, never returned`),
     sso_provider: ssoProvider.nullable().optional().describe('SSO provider; "" or null for none'),
     totp_secret: totpSecret.optional().describe('Base32 TOTP secret; spaces and dashes are ignored; "" for none'),
+    ...totpOptionFields,
   })
   .meta({ id: 'CreateCredentialRequest' });
 
@@ -105,6 +133,7 @@ export const updateCredentialBody = z
       .describe('Value names to remove, applied before values is merged; names not stored are ignored'),
     sso_provider: ssoProvider.nullable().optional().describe('SSO provider; "" or null removes it'),
     totp_secret: totpSecret.optional().describe('Base32 TOTP secret, normalised; "" removes it'),
+    ...totpOptionFields,
   })
   .meta({ id: 'UpdateCredentialRequest' });
 
@@ -128,6 +157,9 @@ export const credentialSchema = z
     has_values: z.boolean().describe('Whether any values are stored'),
     has_totp_secret: z.boolean().describe('Whether a TOTP secret is stored'),
     sso_provider: z.string().nullable(),
+    totp_algorithm: z.enum(TOTP_ALGORITHMS).describe('HMAC of the TOTP codes'),
+    totp_digits: z.number().int().describe('Digits of a TOTP code'),
+    totp_period: z.number().int().describe('Seconds a TOTP code stays current'),
     value_keys: z
       .array(z.string())
       .optional()
@@ -139,7 +171,7 @@ export const credentialSchema = z
 
 export const totpCodeSchema = z
   .object({
-    code: z.string().describe('Current 6-digit code (RFC 6238, SHA-1, 30-second steps)'),
-    expires_at: timestamp.describe('End of the current 30-second step'),
+    code: z.string().describe('Current code (RFC 6238, with the credential’s algorithm, digits and period)'),
+    expires_at: timestamp.describe('End of the current time step'),
   })
   .meta({ id: 'CredentialTotpCode' });

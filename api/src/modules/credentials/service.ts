@@ -15,8 +15,9 @@ import {
   type CredentialRow,
   type Scope,
   type SealedSecrets,
+  totpOptionsOf,
 } from './store.js';
-import { totpCodeAt, type TotpCode } from './totp.js';
+import { DEFAULT_TOTP, totpCodeAt, type TotpAlgorithm, type TotpCode, type TotpOptions } from './totp.js';
 
 type Deps = Pick<AppDeps, 'db' | 'clock' | 'sealer'>;
 type Values = Record<string, string>;
@@ -44,6 +45,9 @@ export function presentCredential({ row, totp }: CredentialView, options: { with
     has_values: row.value_keys.length > 0,
     has_totp_secret: row.has_totp_secret,
     sso_provider: row.sso_provider,
+    totp_algorithm: row.totp_algorithm,
+    totp_digits: row.totp_digits,
+    totp_period: row.totp_period,
     ...(options.withValueKeys ? { value_keys: row.value_keys } : {}),
     ...(totp ? { totp_code: totp.code, totp_code_expires_at: totp.expiresAt.toISOString() } : {}),
   };
@@ -67,12 +71,23 @@ export interface CreateInput {
   values: Values;
   sso_provider?: string | null | undefined;
   totp_secret?: string | undefined;
+  totp_algorithm?: TotpAlgorithm | undefined;
+  totp_digits?: number | undefined;
+  totp_period?: number | undefined;
 }
+
+/** The TOTP options a request gives, undefined where it gives none. */
+const totpOptionsIn = (input: Pick<CreateInput, 'totp_algorithm' | 'totp_digits' | 'totp_period'>): Partial<TotpOptions> => ({
+  ...(input.totp_algorithm !== undefined ? { algorithm: input.totp_algorithm } : {}),
+  ...(input.totp_digits !== undefined ? { digits: input.totp_digits } : {}),
+  ...(input.totp_period !== undefined ? { periodSeconds: input.totp_period } : {}),
+});
 
 export async function createCredential(deps: Deps, scope: Scope, input: CreateInput): Promise<CredentialView> {
   const id = newId('cred');
   const now = deps.clock.now();
   const secret = input.totp_secret ? input.totp_secret : undefined;
+  const totpOptions: TotpOptions = { ...DEFAULT_TOTP, ...totpOptionsIn(input) };
   const row = await inTransaction(deps.db, async (tx) => {
     // The share lock keeps a concurrent project delete from missing this credential.
     if (!(await shareLockLiveProject(tx, scope.orgId, scope.projectId))) throw notFound('Project', scope.projectId);
@@ -85,11 +100,12 @@ export async function createCredential(deps: Deps, scope: Scope, input: CreateIn
         valueKeys: Object.keys(input.values),
         valuesSealed: deps.sealer.seal(JSON.stringify(input.values), valuesContext(id)),
         totpSecretSealed: secret === undefined ? null : deps.sealer.seal(secret, totpContext(id)),
+        totp: totpOptions,
         now,
       }),
     );
   });
-  return { row, totp: secret === undefined ? undefined : totpCodeAt(secret, now) };
+  return { row, totp: secret === undefined ? undefined : totpCodeAt(secret, now, totpOptions) };
 }
 
 export async function getCredential(deps: Pick<Deps, 'db'>, scope: Scope, idOrName: string): Promise<CredentialRow> {
@@ -104,6 +120,9 @@ export interface UpdateInput {
   remove_value_keys?: string[] | undefined;
   sso_provider?: string | null | undefined;
   totp_secret?: string | undefined;
+  totp_algorithm?: TotpAlgorithm | undefined;
+  totp_digits?: number | undefined;
+  totp_period?: number | undefined;
 }
 
 /**
@@ -132,13 +151,19 @@ export async function changeCredential(
       );
       change.values = { keys: Object.keys(merged), sealed: deps.sealer.seal(JSON.stringify(merged), valuesContext(current.id)) };
     }
-    let totp: TotpCode | undefined;
+    change.totp = totpOptionsIn(input);
     if (input.totp_secret !== undefined) {
       change.totpSecretSealed = input.totp_secret === '' ? null : deps.sealer.seal(input.totp_secret, totpContext(current.id));
-      if (input.totp_secret !== '') totp = totpCodeAt(input.totp_secret, now);
     }
     const row = await uniqueName(input.name, () => updateCredential(tx, current.id, change));
-    return { row, totp };
+    // A new secret or new options change the codes: show the caller the one now current.
+    const secret =
+      input.totp_secret !== undefined
+        ? input.totp_secret || undefined
+        : Object.keys(change.totp).length > 0 && current.totp_secret_sealed !== null
+          ? deps.sealer.open(current.totp_secret_sealed, totpContext(current.id))
+          : undefined;
+    return { row, totp: secret === undefined ? undefined : totpCodeAt(secret, now, totpOptionsOf(row)) };
   });
 }
 
@@ -169,7 +194,7 @@ export async function currentTotpCode(deps: Deps, scope: Scope, idOrName: string
       `Credential ${JSON.stringify(idOrName)} has no TOTP secret; set totp_secret with PATCH /credentials/{id_or_name} first`,
     );
   }
-  return totpCodeAt(deps.sealer.open(found.totp_secret_sealed, totpContext(found.id)), deps.clock.now());
+  return totpCodeAt(deps.sealer.open(found.totp_secret_sealed, totpContext(found.id)), deps.clock.now(), totpOptionsOf(found));
 }
 
 /**

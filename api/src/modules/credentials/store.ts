@@ -1,6 +1,7 @@
 import type { Queryable } from '../../db/pool.js';
 import { foldName } from '../../ids.js';
 import { escapeLike } from '../projects/store.js';
+import type { TotpAlgorithm, TotpOptions } from './totp.js';
 
 /** What reads return: everything but the sealed secrets. */
 export interface CredentialRow {
@@ -12,6 +13,9 @@ export interface CredentialRow {
   sso_provider: string | null;
   value_keys: string[];
   has_totp_secret: boolean;
+  totp_algorithm: TotpAlgorithm;
+  totp_digits: number;
+  totp_period: number;
   created_at: Date;
   updated_at: Date;
 }
@@ -28,7 +32,14 @@ export interface Scope {
 }
 
 const COLUMNS = `id, org_id, project_id, name, domain, sso_provider, value_keys,
-  totp_secret_sealed IS NOT NULL AS has_totp_secret, created_at, updated_at`;
+  totp_secret_sealed IS NOT NULL AS has_totp_secret, totp_algorithm, totp_digits, totp_period, created_at, updated_at`;
+
+/** The stored TOTP options of a row, as code generation takes them. */
+export const totpOptionsOf = (row: CredentialRow): TotpOptions => ({
+  algorithm: row.totp_algorithm,
+  digits: row.totp_digits,
+  periodSeconds: row.totp_period,
+});
 
 export interface NewCredential {
   id: string;
@@ -38,14 +49,16 @@ export interface NewCredential {
   valueKeys: string[];
   valuesSealed: string;
   totpSecretSealed: string | null;
+  totp: TotpOptions;
   now: Date;
 }
 
 export async function insertCredential(db: Queryable, scope: Scope, input: NewCredential): Promise<CredentialRow> {
   const { rows } = await db.query<CredentialRow>(
     `INSERT INTO credentials (id, org_id, project_id, name, name_key, domain, sso_provider, value_keys,
-                              values_sealed, totp_secret_sealed, created_at, updated_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11) RETURNING ${COLUMNS}`,
+                              values_sealed, totp_secret_sealed, totp_algorithm, totp_digits, totp_period,
+                              created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $12, $13, $14, $11, $11) RETURNING ${COLUMNS}`,
     [
       input.id,
       scope.orgId,
@@ -58,6 +71,9 @@ export async function insertCredential(db: Queryable, scope: Scope, input: NewCr
       input.valuesSealed,
       input.totpSecretSealed,
       input.now,
+      input.totp.algorithm,
+      input.totp.digits,
+      input.totp.periodSeconds,
     ],
   );
   return rows[0]!;
@@ -132,6 +148,8 @@ export interface CredentialChange {
   values?: { keys: string[]; sealed: string } | undefined;
   /** A sealed secret, null to remove it, undefined to keep it. */
   totpSecretSealed?: string | null | undefined;
+  /** The options given; absent ones stay as they are. */
+  totp?: Partial<TotpOptions> | undefined;
   now: Date;
 }
 
@@ -145,7 +163,10 @@ export async function updateCredential(db: Queryable, id: string, change: Creden
         value_keys = COALESCE($6, value_keys),
         values_sealed = COALESCE($7, values_sealed),
         totp_secret_sealed = CASE WHEN $8 THEN $9 ELSE totp_secret_sealed END,
-        updated_at = $10
+        updated_at = $10,
+        totp_algorithm = COALESCE($11, totp_algorithm),
+        totp_digits = COALESCE($12, totp_digits),
+        totp_period = COALESCE($13, totp_period)
       WHERE id = $1 RETURNING ${COLUMNS}`,
     [
       id,
@@ -158,6 +179,9 @@ export async function updateCredential(db: Queryable, id: string, change: Creden
       change.totpSecretSealed !== undefined,
       change.totpSecretSealed ?? null,
       change.now,
+      change.totp?.algorithm ?? null,
+      change.totp?.digits ?? null,
+      change.totp?.periodSeconds ?? null,
     ],
   );
   return rows[0]!;

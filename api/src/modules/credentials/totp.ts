@@ -1,8 +1,24 @@
 import { Secret, TOTP } from 'otpauth';
 
+export const TOTP_ALGORITHMS = ['SHA1', 'SHA256', 'SHA512'] as const;
+export type TotpAlgorithm = (typeof TOTP_ALGORITHMS)[number];
+
+/** How codes are made; sites that issue other than the defaults say so next to the secret. */
+export interface TotpOptions {
+  algorithm: TotpAlgorithm;
+  digits: number;
+  periodSeconds: number;
+}
+
 /** RFC 6238 as authenticator apps use it: HMAC-SHA-1, 6 digits, 30-second steps. */
-export const TOTP_PERIOD_SECONDS = 30;
-const TOTP_DIGITS = 6;
+export const DEFAULT_TOTP: TotpOptions = { algorithm: 'SHA1', digits: 6, periodSeconds: 30 };
+export const TOTP_PERIOD_SECONDS = DEFAULT_TOTP.periodSeconds;
+/** RFC 4226 codes have 6 to 8 digits; the database checks the same bounds. */
+export const TOTP_MIN_DIGITS = 6;
+export const TOTP_MAX_DIGITS = 8;
+/** Shorter steps than 10 s cannot be typed in time; longer than 5 min defeats the point. */
+export const TOTP_MIN_PERIOD_SECONDS = 10;
+export const TOTP_MAX_PERIOD_SECONDS = 300;
 
 /** Bounds on a normalised secret: 16 characters (80 bits, the shortest sites issue) to 128. */
 export const TOTP_SECRET_MIN_CHARS = 16;
@@ -32,14 +48,14 @@ export interface TotpCode {
 }
 
 /** The code current at `at` for a normalised base32 secret. */
-export function totpCodeAt(secretBase32: string, at: Date): TotpCode {
-  const periodMs = TOTP_PERIOD_SECONDS * 1000;
+export function totpCodeAt(secretBase32: string, at: Date, options: TotpOptions = DEFAULT_TOTP): TotpCode {
+  const periodMs = options.periodSeconds * 1000;
   const timestamp = at.getTime();
   const code = TOTP.generate({
     secret: Secret.fromBase32(secretBase32),
-    algorithm: 'SHA1',
-    digits: TOTP_DIGITS,
-    period: TOTP_PERIOD_SECONDS,
+    algorithm: options.algorithm,
+    digits: options.digits,
+    period: options.periodSeconds,
     timestamp,
   });
   return { code, expiresAt: new Date((Math.floor(timestamp / periodMs) + 1) * periodMs) };

@@ -22,8 +22,20 @@ export const isTerminal = (status: InvocationStatus) => TERMINAL_STATUSES.includ
 
 export const invocationChannel = (id: string) => channelName('invocation', id);
 
+/**
+ * Why an invocation failed, for newer SDKs that read status_reason on every failed one:
+ * the action (or its caller) marked it failed with PATCH, which gives no reason of its own.
+ */
+export const FAILED_BY_UPDATE = 'Marked failed with PATCH /invocations/{id}';
+/** Rows that failed before reasons were recorded. */
+const FAILED_WITHOUT_REASON = 'The invocation failed; no reason was recorded';
+
+const statusReasonOf = (row: InvocationRow): string | null =>
+  row.status_reason ?? (row.status === 'failed' ? FAILED_WITHOUT_REASON : null);
+
 /** The wire shape: optional text fields are absent rather than null (the SDK types say so). */
 export function presentInvocation(row: InvocationRow) {
+  const statusReason = statusReasonOf(row);
   return {
     id: row.id,
     app_name: row.app_name,
@@ -34,17 +46,18 @@ export function presentInvocation(row: InvocationRow) {
     finished_at: row.finished_at?.toISOString() ?? null,
     ...(row.payload !== null ? { payload: row.payload } : {}),
     ...(row.output !== null ? { output: row.output } : {}),
-    ...(row.status_reason !== null ? { status_reason: row.status_reason } : {}),
+    ...(statusReason !== null ? { status_reason: statusReason } : {}),
   };
 }
 
 export function presentInvocationCreated(row: InvocationRow) {
+  const statusReason = statusReasonOf(row);
   return {
     id: row.id,
     action_name: row.action_name,
     status: row.status,
     ...(row.output !== null ? { output: row.output } : {}),
-    ...(row.status_reason !== null ? { status_reason: row.status_reason } : {}),
+    ...(statusReason !== null ? { status_reason: statusReason } : {}),
   };
 }
 
@@ -115,7 +128,12 @@ export async function updateInvocation(
       throw conflict('invocation_finished', `Invocation ${JSON.stringify(id)} already finished with status ${current.status}`);
     }
     if (input.status === 'running' && current.status === 'running') return current;
-    const row = await setInvocationStatus(tx, scope, id, { status: input.status, output: input.output, now: deps.clock.now() });
+    const row = await setInvocationStatus(tx, scope, id, {
+      status: input.status,
+      output: input.output,
+      ...(input.status === 'failed' ? { statusReason: FAILED_BY_UPDATE } : {}),
+      now: deps.clock.now(),
+    });
     await publishChange(deps, tx, row);
     return row;
   });

@@ -81,7 +81,7 @@ export async function setInvocationStatus(
   db: Queryable,
   scope: Scope,
   id: string,
-  change: { status: InvocationStatus; output?: string | undefined; now: Date },
+  change: { status: InvocationStatus; output?: string | undefined; statusReason?: string | undefined; now: Date },
 ): Promise<InvocationRow> {
   const terminal = change.status === 'succeeded' || change.status === 'failed';
   const { rows } = await db.query<InvocationRow>(
@@ -89,10 +89,11 @@ export async function setInvocationStatus(
         SET status = $4,
             output = CASE WHEN $5::text IS NULL THEN output ELSE $5 END,
             finished_at = CASE WHEN $6 THEN $7::timestamptz ELSE NULL END,
+            status_reason = COALESCE($8::text, status_reason),
             updated_at = $7
       WHERE org_id = $1 AND project_id = $2 AND id = $3
       RETURNING ${COLUMNS}`,
-    [scope.orgId, scope.projectId, id, change.status, change.output ?? null, terminal, change.now],
+    [scope.orgId, scope.projectId, id, change.status, change.output ?? null, terminal, change.now, change.statusReason ?? null],
   );
   return rows[0]!;
 }

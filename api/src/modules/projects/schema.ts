@@ -76,5 +76,12 @@ export const orgLimitsSchema = z
   .object({
     max_concurrent_sessions: z.number().int().describe('The organisation’s limit (read-only, set by the operator)'),
     default_project_max_concurrent_sessions: z.number().int().nullable(),
+    concurrent_sessions_used: z.number().int().describe('Live browser sessions of the organisation, leased pool browsers included'),
+    concurrent_sessions_available: z.number().int().describe('max_concurrent_sessions minus concurrent_sessions_used, at least 0'),
+    auth_connections_used: z.number().int().describe('Auth connections of the organisation, every project counted'),
+    max_auth_connections: z.null().describe('Always null: no org-wide cap on auth connections'),
+    min_health_check_interval_seconds: z.number().int().describe('Shortest health_check_interval an auth connection may ask for'),
+    vaults_used: z.number().int().describe('Always 0: vaults do not exist on this service'),
+    max_vaults: z.number().int().describe('Always 0: vaults do not exist on this service'),
   })
   .meta({ id: 'OrgLimits' });

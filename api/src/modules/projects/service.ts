@@ -4,6 +4,7 @@ import { badRequest, conflict, notFound } from '../../http/errors.js';
 import type { OrgScope } from '../../scope.js';
 import { getOrg, setDefaultProjectSessionCap } from '../orgs/store.js';
 import {
+  countOrgUsage,
   findProject,
   getLimits,
   insertProject,
@@ -117,7 +118,7 @@ function exceedsOrgLimit(field: string, value: number, limit: number) {
 
 export async function readOrgLimits(deps: Deps, scope: OrgScope) {
   const org = await getOrg(deps.db, scope.orgId);
-  return presentOrgLimits(deps, org.default_project_max_concurrent_sessions);
+  return presentOrgLimits(deps, scope, org.default_project_max_concurrent_sessions);
 }
 
 export async function changeOrgLimits(deps: Deps, scope: OrgScope, value: number | null | undefined) {
@@ -127,12 +128,28 @@ export async function changeOrgLimits(deps: Deps, scope: OrgScope, value: number
     throw exceedsOrgLimit('body.default_project_max_concurrent_sessions', cap, deps.settings.orgMaxConcurrentSessions);
   }
   const org = await setDefaultProjectSessionCap(deps.db, scope.orgId, cap, deps.clock.now());
-  return presentOrgLimits(deps, org.default_project_max_concurrent_sessions);
+  return presentOrgLimits(deps, scope, org.default_project_max_concurrent_sessions);
 }
 
-function presentOrgLimits(deps: Deps, defaultCap: number | null) {
+/** The shortest health_check_interval when the service sets none (auth-connections' DEFAULT_MIN_HEALTH_CHECK_INTERVAL). */
+const DEFAULT_MIN_HEALTH_CHECK_SECONDS = 300;
+
+/**
+ * The fields newer SDKs require (Python 0.131 OrgLimits). There are no vaults here, so
+ * none are used and none may be made; auth connections have no org-wide cap (null).
+ */
+async function presentOrgLimits(deps: Deps, scope: OrgScope, defaultCap: number | null) {
+  const used = await countOrgUsage(deps.db, scope.orgId);
+  const max = deps.settings.orgMaxConcurrentSessions;
   return {
-    max_concurrent_sessions: deps.settings.orgMaxConcurrentSessions,
+    max_concurrent_sessions: max,
     default_project_max_concurrent_sessions: defaultCap,
+    concurrent_sessions_used: used.sessions,
+    concurrent_sessions_available: Math.max(0, max - used.sessions),
+    auth_connections_used: used.authConnections,
+    max_auth_connections: null,
+    min_health_check_interval_seconds: deps.settings.authMinHealthCheckIntervalSeconds ?? DEFAULT_MIN_HEALTH_CHECK_SECONDS,
+    vaults_used: 0,
+    max_vaults: 0,
   };
 }

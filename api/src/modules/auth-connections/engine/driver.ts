@@ -3,6 +3,7 @@ import type { AppDeps } from '../../../app-deps.js';
 import { AppError } from '../../../http/errors.js';
 import type { SessionRow } from '../../browsers/store.js';
 import { changeCredential, createCredential, openCredentialSecrets } from '../../credentials/service.js';
+import { totpOptionsOf } from '../../credentials/store.js';
 import { totpCodeAt } from '../../credentials/totp.js';
 import { findFlow, takePendingInput, updateRunningFlow } from '../flow-store.js';
 import type { ConnectionRow, FlowView, LoginRequirements } from '../rows.js';
@@ -78,7 +79,7 @@ export class FlowDriver {
     if (!row.credential_id) return undefined;
     const opened = await openCredentialSecrets(this.deps, scopeOfConnection(row), row.credential_id);
     if (!opened) return undefined;
-    return { values: opened.values, totpSecret: opened.totpSecret, ssoProvider: opened.row.sso_provider };
+    return { values: opened.values, totpSecret: opened.totpSecret, totpOptions: totpOptionsOf(opened.row), ssoProvider: opened.row.sso_provider };
   }
 
   async run(): Promise<Outcome> {
@@ -218,7 +219,7 @@ export class FlowDriver {
     for (const field of fields) {
       let value = step.values[field.id];
       if (value === undefined || !field.observed_selector) continue;
-      if (value === GENERATED_TOTP) value = totpCodeAt(secrets!.totpSecret!, this.deps.clock.now()).code;
+      if (value === GENERATED_TOTP) value = totpCodeAt(secrets!.totpSecret!, this.deps.clock.now(), secrets!.totpOptions).code;
       await fillField(page, field.observed_selector, value);
     }
     const choice = (view.choices ?? []).find((c) => c.id === step.choiceId);

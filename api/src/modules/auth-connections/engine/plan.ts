@@ -1,6 +1,7 @@
 import { IDENTIFIER_KEYS, identifierValue } from '../reauth.js';
 import type { FlowView, LoginRequirements } from '../rows.js';
 import type { LoginPageReading } from './page-types.js';
+import type { TotpOptions } from '../../credentials/totp.js';
 
 /**
  * Pure parts of the flow engine, table-tested: what a page reading shows the user, what
@@ -87,6 +88,8 @@ export function viewOf(reading: LoginPageReading): FlowView {
 export interface Secrets {
   values: Record<string, string>;
   totpSecret: string | null;
+  /** How the credential's codes are made (algorithm, digits, period). */
+  totpOptions?: TotpOptions | undefined;
   ssoProvider: string | null;
 }
 
