@@ -30,6 +30,8 @@ let base: string;
 const arrivals: Arrival[] = [];
 /** Sockets of /hang requests that have closed (the browser gave up on them). */
 let hangsClosed = 0;
+/** /hang requests not answered yet. */
+const hanging: ServerResponse[] = [];
 let check: CheckServer;
 let proxy: ForwardProxy;
 let app: TestApp;
@@ -43,6 +45,7 @@ function serve(request: IncomingMessage, response: ServerResponse, body: string)
   arrivals.push({ method: request.method ?? '', path, headers: request.headers, body });
   if (path === '/hang') {
     request.socket.once('close', () => (hangsClosed += 1));
+    hanging.push(response);
     return;
   }
   if (path === '/redirect') {
@@ -160,6 +163,19 @@ describe('POST /browsers/{id}/curl', () => {
     expect(res.body.code).toBe('curl_timeout');
     expect(res.headers.get('x-should-retry')).toBe('false');
     await expect.poll(() => hangsClosed, { timeout: 30_000 }).toBe(arrivalsAt('/hang').length);
+  });
+
+  it('runs at most 4 requests at a time per browser: a fifth gets 429 until one ends', async () => {
+    const hangsBefore = arrivalsAt('/hang').length;
+    const running = Array.from({ length: 4 }, () => curl({ url: `${base}/hang`, timeout_ms: 120_000 }));
+    await expect.poll(() => arrivalsAt('/hang').length, { timeout: 60_000 }).toBe(hangsBefore + 4);
+    const fifth = await curl({ url: `${base}/echo` });
+    expect(fifth.status, fifth.text).toBe(429);
+    expect(fifth.body.code).toBe('too_many_requests');
+    expect(fifth.headers.get('retry-after')).toBe('1');
+    for (const response of hanging.splice(0)) response.end('late');
+    for (const res of await Promise.all(running)) expect(res.status, res.text).toBe(200);
+    expect((await curl({ url: `${base}/echo` })).status).toBe(200);
   });
 
   it('refuses an answer over 10 MiB with 413 response_too_large', async () => {
