@@ -52,6 +52,17 @@ function serve(request: IncomingMessage, response: ServerResponse, body: string)
     response.writeHead(302, { location: '/after-redirect' });
     return void response.end('moved');
   }
+  if (path === '/sw-page') {
+    response.writeHead(200, { 'content-type': 'text/html' });
+    return void response.end('<title>sw</title><script>navigator.serviceWorker.register("/sw.js")</script>');
+  }
+  if (path === '/sw.js') {
+    response.writeHead(200, { 'content-type': 'text/javascript' });
+    const worker = `self.addEventListener('install', () => self.skipWaiting());
+      self.addEventListener('activate', (event) => event.waitUntil(self.clients.claim()));
+      self.addEventListener('fetch', (event) => event.respondWith(new Response('from the service worker')));`;
+    return void response.end(worker);
+  }
   if (path === '/binary') {
     response.writeHead(200, { 'content-type': 'application/octet-stream' });
     return void response.end(BINARY);
@@ -207,6 +218,38 @@ describe('POST /browsers/{id}/curl', () => {
     context.off('page', listener);
     expect(opened).toEqual([]);
     expect(context.pages()).toHaveLength(pagesBefore);
+  });
+
+  it("reaches the network even where a site's service worker would answer the page's loads", async () => {
+    const page = await context.newPage();
+    try {
+      await page.goto(`${base}/sw-page`);
+      await page.waitForFunction('navigator.serviceWorker.controller !== null', undefined, { timeout: 30_000 });
+      // The worker answers the page's own loads...
+      expect(await page.evaluate(`fetch('/echo').then((response) => response.text())`)).toBe('from the service worker');
+      // ...but not curl's.
+      const res = await curl({ url: `${base}/echo` });
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.body).toBe('héllo ✓');
+    } finally {
+      await page.close();
+    }
+  });
+
+  it('works in a headful browser too (its own display), and leaves it no new page', async () => {
+    const res = await http.post('/browsers', { headless: false });
+    expect(res.status, res.text).toBe(200);
+    const headful = await chromium.connectOverCDP(res.body.cdp_ws_url);
+    try {
+      const pages = headful.contexts()[0]!.pages().length;
+      const answer = await curl({ url: `${base}/echo` }, res.body.session_id as string);
+      expect(answer.status, answer.text).toBe(200);
+      expect(answer.body).toMatchObject({ status: 201, body: 'héllo ✓' });
+      expect(headful.contexts()[0]!.pages()).toHaveLength(pages);
+    } finally {
+      await headful.close().catch(() => undefined);
+      await http.delete(`/browsers/${res.body.session_id}`);
+    }
   });
 
   it('refuses bad input with 400 and every problem, and sends nothing', async () => {

@@ -19,7 +19,8 @@ import { CurlError, type CurlAnswer, type CurlRequest } from './request.js';
  * - Fetch interception on that page only rewrites method, headers and body at the request
  *   stage and reads status, headers and body at the response stage, after which the load
  *   is aborted. Redirects are therefore answered, not followed.
- * - Network.setCacheDisabled: the answer always comes from the network, never the cache.
+ * - Network.setCacheDisabled and setBypassServiceWorker: the answer always comes from the
+ *   network, never the HTTP cache or a site's service worker.
  * - The deadline closes the agent's CDP connection, which closes the hidden page and with
  *   it the request in flight.
  */
@@ -44,6 +45,8 @@ export async function curlThroughBrowser(mux: CdpMux, request: CurlRequest): Pro
       // No response bodies kept by Network: the body is read once, as a stream.
       await cdp.send('Network.enable', { maxTotalBufferSize: 0, maxResourceBufferSize: 0 }, sessionId);
       await cdp.send('Network.setCacheDisabled', { cacheDisabled: true }, sessionId);
+      // A site's service worker would otherwise answer the navigation itself, out of our page's Fetch.
+      await cdp.send('Network.setBypassServiceWorker', { bypass: true }, sessionId);
       await cdp.send('Fetch.enable', { patterns: [{ urlPattern: '*', requestStage: 'Request' }, { urlPattern: '*', requestStage: 'Response' }] }, sessionId);
       cdp.send<{ errorText?: string }>('Page.navigate', { url: request.url }, sessionId).then(
         (navigation) => {
