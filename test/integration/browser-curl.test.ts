@@ -6,6 +6,7 @@ import { systemClock } from '../../api/src/clock.js';
 import { startCheckServer, startForwardProxy, type CheckServer, type ForwardProxy } from '../support/forward-proxy.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { getSession } from '../../api/src/modules/browsers/service.js';
 import { newProject } from './browsers.fixtures.js';
 
 /**
@@ -19,6 +20,8 @@ interface Arrival {
   path: string;
   headers: IncomingMessage['headers'];
   body: string;
+  /** Whether its connection has closed (followed for /hang, which is never answered by itself). */
+  closed: boolean;
 }
 
 const BINARY = Buffer.from(Array.from({ length: 256 }, (_, index) => index));
@@ -28,23 +31,23 @@ const PROXY_AUTH = { username: 'carol', password: 'pw-Curl-Through-Proxy-41d2' }
 let target: Server;
 let base: string;
 const arrivals: Arrival[] = [];
-/** Sockets of /hang requests that have closed (the browser gave up on them). */
-let hangsClosed = 0;
 /** /hang requests not answered yet. */
 const hanging: ServerResponse[] = [];
 let check: CheckServer;
 let proxy: ForwardProxy;
 let app: TestApp;
 let http: HttpClient;
+let projectId: string;
 let sessionId: string;
 let browser: Browser;
 let context: BrowserContext;
 
 function serve(request: IncomingMessage, response: ServerResponse, body: string): void {
   const path = new URL(request.url ?? '/', 'http://target').pathname;
-  arrivals.push({ method: request.method ?? '', path, headers: request.headers, body });
+  const arrival: Arrival = { method: request.method ?? '', path, headers: request.headers, body, closed: false };
+  arrivals.push(arrival);
   if (path === '/hang') {
-    request.socket.once('close', () => (hangsClosed += 1));
+    request.socket.once('close', () => (arrival.closed = true));
     hanging.push(response);
     return;
   }
@@ -94,7 +97,7 @@ beforeAll(async () => {
     clock: systemClock,
     proxy: { upstreams: [{ name: 'a', types: ['datacenter'], url: `http://${PROXY_AUTH.username}:${PROXY_AUTH.password}@127.0.0.3:${proxy.port}` }] },
   });
-  ({ http } = await newProject(app.tenant.http));
+  ({ http, id: projectId } = await newProject(app.tenant.http));
   const res = await http.post('/browsers', { headless: true });
   expect(res.status, res.text).toBe(200);
   sessionId = res.body.session_id;
@@ -173,7 +176,7 @@ describe('POST /browsers/{id}/curl', () => {
     expect(res.status, res.text).toBe(504);
     expect(res.body.code).toBe('curl_timeout');
     expect(res.headers.get('x-should-retry')).toBe('false');
-    await expect.poll(() => hangsClosed, { timeout: 30_000 }).toBe(arrivalsAt('/hang').length);
+    await expect.poll(() => arrivalsAt('/hang').every((arrival) => arrival.closed), { timeout: 30_000 }).toBe(true);
   });
 
   it('runs at most 4 requests at a time per browser: a fifth gets 429 until one ends', async () => {
@@ -187,7 +190,26 @@ describe('POST /browsers/{id}/curl', () => {
     for (const response of hanging.splice(0)) response.end('late');
     for (const res of await Promise.all(running)) expect(res.status, res.text).toBe(200);
     expect((await curl({ url: `${base}/echo` })).status).toBe(200);
-  });
+  }, 120_000);
+
+  it('ends a request still running when the browser is reset for its next holder (409 browser_reset)', async () => {
+    const res = await http.post('/browsers', { headless: true });
+    expect(res.status, res.text).toBe(200);
+    const id = res.body.session_id as string;
+    // The agent's own POST /reset, as a pool release with reuse calls it.
+    const row = await getSession(app.deps.db, { orgId: app.tenant.orgId, projectId }, id);
+    const hangsBefore = arrivalsAt('/hang').length;
+    const running = curl({ url: `${base}/hang`, timeout_ms: 120_000 }, id);
+    await expect.poll(() => arrivalsAt('/hang').length, { timeout: 60_000 }).toBe(hangsBefore + 1);
+    const reset = await fetch(`${row.agent_url}/reset`, { method: 'POST', headers: { authorization: `Bearer ${app.deps.agentTokens(id)}` } });
+    expect(reset.status, await reset.text()).toBe(200);
+    const answer = await running;
+    expect(answer.status, answer.text).toBe(409);
+    expect(answer.body.code).toBe('browser_reset');
+    // The browser dropped the request: a late Set-Cookie can no longer reach the next holder.
+    await expect.poll(() => arrivalsAt('/hang')[hangsBefore]!.closed, { timeout: 30_000 }).toBe(true);
+    expect((await http.delete(`/browsers/${id}`)).status).toBe(204);
+  }, 120_000);
 
   it('refuses an answer over 10 MiB with 413 response_too_large', async () => {
     const res = await curl({ url: `${base}/big`, timeout_ms: 60_000 });
@@ -234,7 +256,7 @@ describe('POST /browsers/{id}/curl', () => {
     } finally {
       await page.close();
     }
-  });
+  }, 120_000);
 
   it('works in a headful browser too (its own display), and leaves it no new page', async () => {
     const res = await http.post('/browsers', { headless: false });
@@ -250,7 +272,7 @@ describe('POST /browsers/{id}/curl', () => {
       await headful.close().catch(() => undefined);
       await http.delete(`/browsers/${res.body.session_id}`);
     }
-  });
+  }, 120_000);
 
   it('refuses bad input with 400 and every problem, and sends nothing', async () => {
     const before = arrivals.length;
@@ -304,7 +326,7 @@ describe('POST /browsers/{id}/curl', () => {
     const direct = await curl({ url: check.url });
     expect((direct.body.body as string).trim()).not.toBe('127.0.0.3');
     expect((await http.delete(`/browsers/${res.body.session_id}`)).status).toBe(204);
-  });
+  }, 120_000);
 });
 
 describe('with BROWSERPLANE_BLOCK_PRIVATE_NETWORKS on (127.0.0.2 allowed)', () => {

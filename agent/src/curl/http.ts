@@ -33,11 +33,19 @@ export async function handleCurlRequest(state: AgentState, request: IncomingMess
     return reply(response, new CurlError(429, 'too_many_requests', `This browser already runs ${CURL_LIMITS.maxConcurrent} curl requests, the most at a time; retry when one ends`));
   }
   inFlight.set(state, running + 1);
+  // Counted as a CDP client while it runs: someone is using the browser (no idle timeout),
+  // and a reset (pool release) ends it with the previous holder's other connections, so an
+  // answer that comes late cannot set cookies in the next holder's browser.
+  const stop = new AbortController();
+  const closed = state.connections.opened('cdp', () =>
+    stop.abort(new CurlError(409, 'browser_reset', 'The browser was reset (released to its pool) while the request ran; the request was cancelled')),
+  );
   try {
-    sendJson(response, 200, await curlThroughBrowser(chromium.cdp, parsed.request));
+    sendJson(response, 200, await curlThroughBrowser(chromium.cdp, parsed.request, stop.signal));
   } catch (error) {
     reply(response, error instanceof CurlError ? error : new CurlError(502, 'curl_failed', `The browser could not make the request: ${error instanceof Error ? error.message : String(error)}`));
   } finally {
+    closed();
     inFlight.set(state, (inFlight.get(state) ?? 1) - 1);
   }
 }

@@ -25,18 +25,23 @@ import { CurlError, type CurlAnswer, type CurlRequest } from './request.js';
  *   it the request in flight.
  */
 
-export async function curlThroughBrowser(mux: CdpMux, request: CurlRequest): Promise<CurlAnswer> {
+/** `stop`: aborting it ends the request with its reason (a CurlError), as the deadline does. */
+export async function curlThroughBrowser(mux: CdpMux, request: CurlRequest, stop: AbortSignal): Promise<CurlAnswer> {
   const started = performance.now();
   const cdp = await openEventedCdp(mux);
   let timer: NodeJS.Timeout | undefined;
-  const timedOut = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      const error = new CurlError(504, 'curl_timeout', `No complete answer within timeout_ms (${request.timeoutMs} ms); the request was cancelled`);
+  let onStop: (() => void) | undefined;
+  const stopped = new Promise<never>((_, reject) => {
+    const end = (error: CurlError) => {
       reject(error);
       cdp.close(error);
-    }, request.timeoutMs);
+    };
+    timer = setTimeout(() => end(new CurlError(504, 'curl_timeout', `No complete answer within timeout_ms (${request.timeoutMs} ms); the request was cancelled`)), request.timeoutMs);
+    onStop = () => end(stop.reason as CurlError);
+    if (stop.aborted) onStop();
+    else stop.addEventListener('abort', onStop, { once: true });
   });
-  timedOut.catch(() => undefined);
+  stopped.catch(() => undefined);
   try {
     const work = async () => {
       const { targetId } = await cdp.send<{ targetId: string }>('Target.createTarget', { url: 'about:blank', hidden: true });
@@ -56,7 +61,7 @@ export async function curlThroughBrowser(mux: CdpMux, request: CurlRequest): Pro
       );
       return exchange.result;
     };
-    const result = await Promise.race([work(), timedOut]);
+    const result = await Promise.race([work(), stopped]);
     return {
       status: result.status,
       headers: result.headers,
@@ -65,6 +70,7 @@ export async function curlThroughBrowser(mux: CdpMux, request: CurlRequest): Pro
     };
   } finally {
     clearTimeout(timer);
+    if (onStop) stop.removeEventListener('abort', onStop);
     cdp.close();
   }
 }

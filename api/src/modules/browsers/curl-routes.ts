@@ -16,7 +16,7 @@ import { getSession } from './service.js';
  */
 
 /** The agent's own answers that pass with their status and code: the caller's input, a limit, the target's failure, the timeout. */
-const PASSED_STATUSES = new Set([400, 403, 413, 429, 502, 503, 504]);
+const PASSED_STATUSES = new Set([400, 403, 409, 413, 429, 502, 503, 504]);
 /** The agent's deadline plus the time to hand back a 10 MiB body. */
 const AGENT_TIMEOUT_MS = CURL_MAX_TIMEOUT_MS + 30_000;
 
