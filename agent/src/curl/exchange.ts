@@ -84,7 +84,7 @@ export class Exchange {
     const paused = event.params as unknown as Paused;
     const send = (method: string, params: Record<string, unknown>) => this.cdp.send(method, { requestId: paused.requestId, ...params }, this.sessionId);
     // The hidden page loads nothing but our navigation; anything else is not let out.
-    const ours = paused.networkId !== undefined && paused.networkId === this.networkId;
+    const ours = this.networkId !== undefined && (paused.networkId ?? paused.requestId) === this.networkId;
     if (paused.responseStatusCode === undefined && paused.responseErrorReason === undefined) {
       if (this.networkId !== undefined || paused.resourceType !== 'Document') return void (await send('Fetch.failRequest', { errorReason: 'Aborted' }));
       this.networkId = paused.networkId ?? paused.requestId;
