@@ -109,6 +109,7 @@ const BODIES: Record<string, () => unknown> = {
   computerBatch: () => ({ actions: [{ type: 'move_mouse', move_mouse: { x: 1, y: 1 } }] }),
   browserFsSetFilePermissions: () => ({ path: '/tmp/matrix.txt', mode: '644' }),
   browserFsMove: () => ({ src_path: '/tmp/matrix.txt', dest_path: '/tmp/matrix-2.txt' }),
+  browserCurl: () => ({ url: 'http://matrix.test/' }),
 };
 
 /** Requests that act in the caller's own scope but name A's resources in the body. */

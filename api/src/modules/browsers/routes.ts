@@ -8,6 +8,7 @@ import { projectScopeOf } from '../../scope.js';
 import type { BrowserRuntime } from '../../../../contract/browser-runtime.js';
 import { createCdpTokens } from './cdp-token.js';
 import { computerRoutes } from './computer-routes.js';
+import { curlRoutes } from './curl-routes.js';
 import { fsRoutes } from './fs-routes.js';
 import { liveViewRoutes } from './live-view.js';
 import { playwrightRoutes } from './playwright-routes.js';
@@ -129,6 +130,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
       },
     }),
     ...computerRoutes(deps),
+    ...curlRoutes(deps),
     ...fsRoutes(deps),
     ...liveViewRoutes(deps),
     ...playwrightRoutes(deps),
