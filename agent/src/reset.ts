@@ -4,6 +4,7 @@ import type { BrowserResetReport } from '../../contract/browser-runtime.js';
 import type { RunningChromium } from './chromium.js';
 import type { ConnectionTracker } from './connections.js';
 import { sendJson } from './http-json.js';
+import { endSessionProcesses } from './process/session-end.js';
 import { withBrowserCdp, type BrowserCdp } from './cdp/client.js';
 import type { AgentState, ResetRequest } from './agent-state.js';
 import { agentResetReportOf, agentResetRequestSchema, MAX_START_URL_LENGTH, type AgentError } from '../../contract/agent-wire.js';
@@ -149,6 +150,7 @@ export async function resetBrowser(target: ResetTarget, request: ResetRequest): 
   try {
     if (!cookieBaseline) throw new Error('the cookies the browser started with could not be read at start, so they cannot be put back');
     const closedConnections = connections.closeAll();
+    await endSessionProcesses();
     const steps = await withBrowserCdp(chromium.cdp, (cdp) => resetOver(cdp, cookieBaseline, request.startUrl ?? 'about:blank'));
     const report = { closedConnections, ...steps };
     log.info({ ms: Date.now() - started, ...report, start_url: request.startUrl }, 'browser reset for its next holder');

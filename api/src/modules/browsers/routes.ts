@@ -11,6 +11,7 @@ import { computerRoutes } from './computer-routes.js';
 import { fsRoutes } from './fs-routes.js';
 import { liveViewRoutes } from './live-view.js';
 import { presentSession, publicWsBase } from './present.js';
+import { processRoutes } from './process-routes.js';
 import { profileArchiveRoutes } from './profile-archive-routes.js';
 import {
   browserIdParams,
@@ -129,6 +130,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
     }),
     ...computerRoutes(deps),
     ...fsRoutes(deps),
+    ...processRoutes(deps),
     ...liveViewRoutes(deps),
     ...profileArchiveRoutes(deps, services),
   ];
