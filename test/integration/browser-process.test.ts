@@ -119,7 +119,7 @@ describe('spawn', () => {
     expect(running.body.mem_bytes).toBeGreaterThan(0);
     expect(running.body.cpu_pct).toBeGreaterThanOrEqual(0);
     expect((await proc.stdin(id, 'go\n')).body).toEqual({ written_bytes: 3 });
-    await eventually(async () => (await proc.status(id)).body, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
+    await eventually(async () => (await proc.status(id)).body as { state: string }, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
     expect((await proc.status(id)).body).toMatchObject({ state: 'exited', exit_code: 5 });
   });
 
@@ -137,7 +137,7 @@ describe('spawn', () => {
 
   it('gives a late subscriber the output kept so far, both streams in order, then the exit', async () => {
     const id = await proc.spawnOk({ command: 'sh', args: ['-c', 'echo one; echo two >&2; echo three'] });
-    await eventually(async () => (await proc.status(id)).body, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
+    await eventually(async () => (await proc.status(id)).body as { state: string }, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
     const output = await proc.outputOf(id);
     expect(output).toEqual({ stdout: 'one\nthree\n', stderr: 'two\n', exitCode: 0 });
     // A second late subscriber gets the same.
@@ -149,7 +149,7 @@ describe('spawn', () => {
     const id = await proc.spawnOk({ command: 'sh', args: ['-c', `sleep 1000 & exec -a ${marker} sleep 1001 & wait`] });
     await eventually(() => hostProcessesWith(marker).length, { intervalMs: 100, accept: (count) => count > 0, timeoutMs: 30_000 });
     expect((await proc.kill(id, 'KILL')).status).toBe(200);
-    await eventually(async () => (await proc.status(id)).body, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
+    await eventually(async () => (await proc.status(id)).body as { state: string }, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
     await eventually(() => hostProcessesWith(marker).length, { intervalMs: 100, accept: (count) => count === 0, timeoutMs: 30_000 });
   });
 
@@ -234,7 +234,7 @@ describe('bad input', () => {
     expectError(await proc.resize(id, 0, 10), 400);
     expectError(await proc.resize(id, 80, 24), 409, 'not_a_tty');
     await proc.kill(id, 'KILL');
-    await eventually(async () => (await proc.status(id)).body, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
+    await eventually(async () => (await proc.status(id)).body as { state: string }, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
     expectError(await proc.stdin(id, 'late'), 409, 'process_exited');
     expectError(await proc.kill(id, 'TERM'), 409, 'process_exited');
   });
