@@ -15,7 +15,8 @@ import { agentResetReportOf, agentResetRequestSchema, MAX_START_URL_LENGTH, type
  *
  * 1. Every client connection of the previous holder (CDP, WebDriver BiDi, live view) is
  *    closed, and new ones are refused (503) until the reset ends, so the next holder
- *    never sees a half-reset browser and the previous one cannot undo it.
+ *    never sees a half-reset browser and the previous one cannot undo it. Its processes
+ *    are killed and forgotten (process/session-end.ts).
  * 2. Browser contexts other than the default one are disposed (with their pages and
  *    their in-memory storage); one about:blank page is opened in the default context and
  *    every other page there is closed. It is opened first: a headful Chromium exits when
