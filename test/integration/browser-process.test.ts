@@ -29,13 +29,16 @@ afterAll(async () => {
   await app?.close();
 });
 
-/** Host pids whose command line holds `marker`. */
-function hostProcessesWith(marker: string): number[] {
+/** A sleep length no other test uses: the way to find that sleep among the host's processes. */
+const uniqueSeconds = () => String(100_000 + Math.floor(Math.random() * 800_000));
+
+/** Host pids of `sleep <seconds>` (the sleep itself, not its launcher, whose command line holds the same words). */
+function hostSleeps(seconds: string): number[] {
   return readdirSync('/proc')
     .filter((entry) => /^\d+$/.test(entry))
     .filter((pid) => {
       try {
-        return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(marker);
+        return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'sleep' && readFileSync(`/proc/${pid}/cmdline`, 'utf8') === `sleep\0${seconds}\0`;
       } catch {
         return false;
       }
@@ -145,12 +148,12 @@ describe('spawn', () => {
   });
 
   it('kills the whole sandbox with KILL, background children included', async () => {
-    const marker = `bp-proc-kill-${Date.now()}`;
-    const id = await proc.spawnOk({ command: 'sh', args: ['-c', `sleep 1000 & exec -a ${marker} sleep 1001 & wait`] });
-    await eventually(() => hostProcessesWith(marker).length, { intervalMs: 100, accept: (count) => count > 0, timeoutMs: 30_000 });
+    const seconds = uniqueSeconds();
+    const id = await proc.spawnOk({ command: 'sh', args: ['-c', `sleep ${seconds} & sleep ${seconds} & wait`] });
+    await eventually(() => hostSleeps(seconds).length, { intervalMs: 100, accept: (count) => count === 2, timeoutMs: 30_000 });
     expect((await proc.kill(id, 'KILL')).status).toBe(200);
     await eventually(async () => (await proc.status(id)).body as { state: string }, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
-    await eventually(() => hostProcessesWith(marker).length, { intervalMs: 100, accept: (count) => count === 0, timeoutMs: 30_000 });
+    await eventually(() => hostSleeps(seconds).length, { intervalMs: 100, accept: (count) => count === 0, timeoutMs: 30_000 });
   });
 
   it('delivers INT and HUP to the process', async () => {
@@ -256,10 +259,72 @@ describe('the session\'s end', () => {
   it('ends every process when the session is deleted', async () => {
     const other = await newFsSession(app, client);
     const calls = new ProcessCalls(client, other.id);
-    const marker = `bp-proc-end-${Date.now()}`;
-    await calls.spawnOk({ command: 'sh', args: ['-c', `exec -a ${marker} sleep 1000`] });
-    await eventually(() => hostProcessesWith(marker).length, { intervalMs: 100, accept: (count) => count > 0, timeoutMs: 30_000 });
+    const seconds = uniqueSeconds();
+    await calls.spawnOk({ command: 'sh', args: ['-c', `sleep ${seconds}`] });
+    await eventually(() => hostSleeps(seconds).length, { intervalMs: 100, accept: (count) => count > 0, timeoutMs: 30_000 });
     expect((await client.delete(`/browsers/${other.id}`)).status).toBeLessThan(300);
-    await eventually(() => hostProcessesWith(marker).length, { intervalMs: 100, accept: (count) => count === 0, timeoutMs: 60_000 });
+    await eventually(() => hostSleeps(seconds).length, { intervalMs: 100, accept: (count) => count === 0, timeoutMs: 60_000 });
+  });
+});
+
+describe('limits and the pool reset', () => {
+  let session: FsSession;
+  let calls: ProcessCalls;
+  /** The agent's own POST /reset, which a pool release with reuse calls. */
+  const resetBrowser = async () => {
+    const { rows } = await app.database.db.query<{ agent_url: string }>('SELECT agent_url FROM browser_sessions WHERE id = $1', [session.id]);
+    const res = await fetch(`${rows[0]!.agent_url}/reset`, { method: 'POST', headers: { authorization: `Bearer ${app.deps.agentTokens(session.id)}` } });
+    expect(res.status).toBe(200);
+  };
+
+  beforeAll(async () => {
+    session = await newFsSession(app, client);
+    calls = new ProcessCalls(client, session.id);
+  }, 120_000);
+
+  it('ends every process at a pool reset and forgets the exited ones', async () => {
+    const seconds = uniqueSeconds();
+    const running = await calls.spawnOk({ command: 'sh', args: ['-c', `sleep ${seconds}`] });
+    const exited = await calls.spawnOk({ command: 'echo', args: ['previous holder'] });
+    await eventually(() => hostSleeps(seconds).length, { intervalMs: 100, accept: (count) => count > 0, timeoutMs: 30_000 });
+    await eventually(async () => (await calls.status(exited)).body as { state: string }, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
+    await resetBrowser();
+    expect(hostSleeps(seconds)).toEqual([]);
+    expect((await calls.status(running)).status).toBe(404);
+    expect((await calls.status(exited)).status).toBe(404);
+    expect((await calls.sh('echo next holder')).stdout).toBe('next holder\n');
+  });
+
+  it('refuses a process past the 16 running at once, and takes one again when one ends', async () => {
+    await resetBrowser();
+    const ids: string[] = [];
+    for (let i = 0; i < 16; i++) ids.push(await calls.spawnOk({ command: 'sleep', args: ['1000'] }));
+    const refused = await calls.spawn({ command: 'sleep', args: ['1000'] });
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('process_limit_reached');
+    expect((await calls.exec({ command: 'id' })).body.code).toBe('process_limit_reached');
+    await calls.kill(ids[0]!, 'KILL');
+    await eventually(async () => (await calls.status(ids[0]!)).body as { state: string }, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
+    expect((await calls.exec({ command: 'id' })).status).toBe(200);
+    await resetBrowser();
+  });
+
+  it('refuses a stdin write over 1 MiB (the agent\'s limit) and one over the service\'s body limit', async () => {
+    const id = await calls.spawnOk({ command: 'wc', args: ['-c'] });
+    const viaService = await client.post(`/browsers/${session.id}/process/${id}/stdin`, { data_b64: Buffer.alloc(128 * 1024).toString('base64') });
+    expect(viaService.status).toBe(413);
+    expect(viaService.body.code).toBe('payload_too_large');
+    // The tests' service takes 64 KiB bodies; a deployment's takes far more, and the agent's limit applies.
+    const { rows } = await app.database.db.query<{ agent_url: string }>('SELECT agent_url FROM browser_sessions WHERE id = $1', [session.id]);
+    const atAgent = await fetch(`${rows[0]!.agent_url}/process/${id}/stdin`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${app.deps.agentTokens(session.id)}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ data_b64: Buffer.alloc(1024 * 1024 + 1).toString('base64') }),
+    });
+    expect(atAgent.status).toBe(413);
+    expect(((await atAgent.json()) as { code: string }).code).toBe('stdin_too_large');
+    expect((await calls.stdin(id, 'abc')).body).toEqual({ written_bytes: 3 });
+    await calls.kill(id, 'TERM');
+    expect((await calls.outputOf(id)).exitCode).toBe(143);
   });
 });
