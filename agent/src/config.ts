@@ -112,6 +112,8 @@ export interface ProcessLimits {
   stdinBytes: number;
   /** AGENT_PROCESS_KEEP_EXITED: exited processes whose status and output stay readable. */
   keepExited: number;
+  /** AGENT_PROCESS_MAX_TASKS: RLIMIT_NPROC of each process: tasks of the browser's uid (Chromium's count) it may fork up to. */
+  maxTasks: number;
 }
 
 export function parseProcessLimits(env: NodeJS.ProcessEnv): ProcessLimits {
@@ -121,7 +123,8 @@ export function parseProcessLimits(env: NodeJS.ProcessEnv): ProcessLimits {
     execTimeoutSec: envInteger(env, 'AGENT_PROCESS_EXEC_TIMEOUT_SEC', 60, { min: 1, max: 280 }),
     execTimeoutMaxSec: envInteger(env, 'AGENT_PROCESS_EXEC_TIMEOUT_MAX_SEC', 240, { min: 1, max: 280 }),
     stdinBytes: envInteger(env, 'AGENT_PROCESS_STDIN_KB', 1024, { min: 1, max: 16 * 1024 }) * 1024,
-    keepExited: envInteger(env, 'AGENT_PROCESS_KEEP_EXITED', 64, { min: 0, max: 10_000 }),
+    keepExited: envInteger(env, 'AGENT_PROCESS_KEEP_EXITED', 16, { min: 0, max: 10_000 }),
+    maxTasks: envInteger(env, 'AGENT_PROCESS_MAX_TASKS', 512, { min: 64, max: 1_000_000 }),
   };
 }
 

@@ -86,6 +86,10 @@ describe('exec', () => {
     expect(text(result.body.stdout_b64 as string)).toBe('/work/sub\nhi arg one\n');
   });
 
+  it('limits the tasks a process may fork (RLIMIT_NPROC)', async () => {
+    expect((await proc.sh('grep "Max processes" /proc/self/limits')).stdout).toMatch(/Max processes\s+512\s+512/);
+  });
+
   it('runs as the browser\'s own unprivileged user, the owner of its files', async () => {
     const id = (await proc.sh('id -u; id -G')).stdout.trim().split('\n');
     const { rows } = await app.database.db.query<{ agent_url: string }>('SELECT agent_url FROM browser_sessions WHERE id = $1', [fs.id]);

@@ -63,6 +63,7 @@ describe('Sandbox.plan', () => {
     expect(line).toContain('--new-session');
     expect(line.slice(-5)).toEqual(['/Downloads', '--', 'sh', '-c', 'id']);
     if (process.getuid?.() === 0) expect(line.slice(0, 5)).toEqual(['setpriv', '--reuid=61000', '--regid=61000', '--clear-groups', '--no-new-privs']);
+    expect(line.join(' ')).toContain('prlimit --nproc=512:512 -- bwrap');
   });
 
   it('keeps the caller\'s terminal session with a TTY (no --new-session)', () => {
@@ -73,7 +74,7 @@ describe('Sandbox.plan', () => {
 
   it('runs the command itself in the session\'s home when unconfined', () => {
     const plan = new Sandbox('unconfined', '/srv/b/home', { uid: 1000, gid: 1000 }, undefined).plan(request);
-    expect(plan).toMatchObject({ command: 'sh', args: ['-c', 'id'], cwd: '/srv/b/home/Downloads' });
+    expect(plan).toMatchObject({ command: 'prlimit', args: ['--nproc=512:512', '--', 'sh', '-c', 'id'], cwd: '/srv/b/home/Downloads' });
     expect(plan.env).toMatchObject({ HOME: '/srv/b/home', SECRET: 'value' });
   });
 });

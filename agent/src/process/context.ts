@@ -34,7 +34,7 @@ export function processContext(state: AgentState): Promise<ProcessContext> {
     const made = (async () => {
       const root = await SessionRoot.ofChromium(chromium.pid, parseFsLimits(process.env));
       const user = root.identity();
-      const sandbox = await Sandbox.create(root.hostRoot, user, chromium.display);
+      const sandbox = await Sandbox.create(root.hostRoot, user, chromium.display, limits.maxTasks);
       return { root, sandbox, table: new ProcessTable(limits, sandbox), limits, userNames: await namesOf(user.uid) };
     })();
     made.catch(() => (context = undefined));

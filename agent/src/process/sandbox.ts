@@ -82,13 +82,15 @@ export class Sandbox {
     private readonly hostRoot: string,
     private readonly user: Identity,
     private readonly display: XDisplay | undefined,
+    /** RLIMIT_NPROC: a fork bomb stops there (the count is the uid's, Chromium's processes included). */
+    private readonly maxTasks = 512,
   ) {}
 
   /** `bwrap` when the kernel allows it; else `unconfined` for a non-root agent, and 409 sandbox_unavailable for root. */
-  static async create(hostRoot: string, user: Identity, display: XDisplay | undefined): Promise<Sandbox> {
-    if (await probe(user)) return new Sandbox('bwrap', hostRoot, user, display);
-    if (process.getuid?.() === 0) return new Sandbox('unconfined', hostRoot, user, display).refuse();
-    return new Sandbox('unconfined', hostRoot, user, display);
+  static async create(hostRoot: string, user: Identity, display: XDisplay | undefined, maxTasks: number): Promise<Sandbox> {
+    if (await probe(user)) return new Sandbox('bwrap', hostRoot, user, display, maxTasks);
+    if (process.getuid?.() === 0) return new Sandbox('unconfined', hostRoot, user, display, maxTasks).refuse();
+    return new Sandbox('unconfined', hostRoot, user, display, maxTasks);
   }
 
   private refuse(): never {
@@ -101,14 +103,15 @@ export class Sandbox {
 
   plan(request: LaunchRequest): LaunchPlan {
     const env = { ...BASE_ENV, HOME: '/', ...(request.tty ? { TERM: 'xterm-256color' } : {}), ...this.displayEnv(), ...request.env };
+    const limit = ['prlimit', `--nproc=${this.maxTasks}:${this.maxTasks}`, '--'];
     if (this.mode === 'unconfined') {
       const cwd = path.join(this.hostRoot, request.cwd);
-      return { command: request.command, args: request.args, env: { ...env, HOME: this.hostRoot }, cwd };
+      return { command: limit[0]!, args: [...limit.slice(1), request.command, ...request.args], env: { ...env, HOME: this.hostRoot }, cwd };
     }
     const bwrap = ['bwrap', ...this.bwrapArgs(request), ...Object.entries(env).flatMap(([name, value]) => ['--setenv', name, value])];
     bwrap.push('--chdir', request.cwd, '--', request.command, ...request.args);
     const drop = process.getuid?.() === 0 ? ['setpriv', `--reuid=${this.user.uid}`, `--regid=${this.user.gid}`, '--clear-groups', '--no-new-privs', '--'] : [];
-    const [command, ...args] = [...drop, ...bwrap];
+    const [command, ...args] = [...drop, ...limit, ...bwrap];
     // The launcher's own environment is empty: the caller's variables reach only the process (--setenv).
     return { command: command!, args, env: {}, cwd: '/' };
   }
