@@ -120,11 +120,17 @@ describe('spawn', () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ process_id: expect.stringMatching(/^[0-9a-f-]{36}$/), pid: expect.any(Number), started_at: expect.any(String) });
     const id = res.body.process_id as string;
-    const running = await proc.status(id);
-    expect(running.status).toBe(200);
-    expect(running.body).toMatchObject({ state: 'running', exit_code: null });
-    expect(running.body.mem_bytes).toBeGreaterThan(0);
-    expect(running.body.cpu_pct).toBeGreaterThanOrEqual(0);
+    const first = await proc.status(id);
+    expect(first.status).toBe(200);
+    expect(first.body).toMatchObject({ state: 'running', exit_code: null });
+    // Right after spawn the sandbox may not be up yet: its memory shows once it is.
+    const running = await eventually(async () => (await proc.status(id)).body as { mem_bytes: number; cpu_pct: number; state: string }, {
+      intervalMs: 100,
+      accept: (body) => body.mem_bytes > 0,
+      timeoutMs: 30_000,
+    });
+    expect(running.state).toBe('running');
+    expect(running.cpu_pct).toBeGreaterThanOrEqual(0);
     expect((await proc.stdin(id, 'go\n')).body).toEqual({ written_bytes: 3 });
     await eventually(async () => (await proc.status(id)).body as { state: string }, { intervalMs: 100, accept: (body) => body.state === 'exited', timeoutMs: 30_000 });
     expect((await proc.status(id)).body).toMatchObject({ state: 'exited', exit_code: 5 });

@@ -54,7 +54,8 @@ const END_WAIT_MS = 5000;
 export class ProcessTable {
   private readonly running = new Map<string, Entry>();
   private readonly exited = new Map<string, Entry>();
-  private execs = 0;
+  /** Execs running, and spawns not yet in `running`. */
+  private starting = 0;
   private readonly execKills = new Set<ProcessMembers>();
 
   constructor(
@@ -62,19 +63,20 @@ export class ProcessTable {
     private readonly sandbox: Sandbox,
   ) {}
 
+  /** Takes a place among the running at once (given back by `release`), so concurrent starts cannot pass the limit. */
   private admit(): void {
-    if (this.running.size + this.execs >= this.limits.maxRunning) {
+    if (this.running.size + this.starting >= this.limits.maxRunning) {
       throw new ProcessError(409, 'process_limit_reached', `this browser already runs ${this.limits.maxRunning} processes (the limit); wait for one to exit or kill one`);
     }
+    this.starting++;
   }
 
   async exec(request: LaunchRequest, timeoutSec: number): Promise<ExecAnswer> {
     this.admit();
-    await this.sandbox.checkMountPoints();
     const started = Date.now();
     const out = { stdout: new CappedBuffer(this.limits.outputBytes), stderr: new CappedBuffer(this.limits.outputBytes) };
-    this.execs++;
     try {
+      await this.sandbox.checkMountPoints();
       const launched = await launchPiped(this.sandbox.plan(request), (stream, data) => out[stream].push(data), { stdin: false });
       const members = new ProcessMembers(this.sandbox.mode, launched.pid);
       this.execKills.add(members);
@@ -97,17 +99,22 @@ export class ProcessTable {
         timed_out: timedOut,
       };
     } finally {
-      this.execs--;
+      this.starting--;
     }
   }
 
   async spawn(request: LaunchRequest, options: { timeoutSec: number | undefined; size?: { cols: number; rows: number } }): Promise<SpawnAnswer> {
     this.admit();
-    await this.sandbox.checkMountPoints();
     const output = new OutputLog(this.limits.outputBytes);
     const sink = (stream: 'stdout' | 'stderr', data: Buffer) => output.push(stream, data);
-    const plan = this.sandbox.plan(request);
-    const launched = options.size ? await launchPty(plan, sink, options.size) : await launchPiped(plan, sink, { stdin: true });
+    let launched: Launched;
+    try {
+      await this.sandbox.checkMountPoints();
+      const plan = this.sandbox.plan(request);
+      launched = options.size ? await launchPty(plan, sink, options.size) : await launchPiped(plan, sink, { stdin: true });
+    } finally {
+      this.starting--;
+    }
     const startedAt = Date.now();
     const entry: Entry = {
       id: randomUUID(),
