@@ -182,6 +182,14 @@ describe('process escapes', () => {
     expect(existsSync(path.join(a.hostRoot, 'tmp', 'bp-tmp'))).toBe(false);
   });
 
+  it('gets a /tmp of 64 MiB and an /etc of 1 MiB, both memory, not more', async () => {
+    const filled = await a.proc.sh('head -c 100000000 /dev/zero > /tmp/fill; wc -c < /tmp/fill; head -c 5000000 /dev/zero > /etc/fill; wc -c < /etc/fill');
+    const [tmp, etc] = filled.stdout.trim().split('\n').map(Number);
+    expect(tmp).toBeLessThanOrEqual(64 * 1024 * 1024);
+    expect(etc).toBeLessThanOrEqual(1024 * 1024);
+    expect(filled.stderr).toContain('No space left on device');
+  });
+
   it('refuses a cwd with ".." or through a symlink leading out, and cannot follow one from inside', async () => {
     await symlink(outside, path.join(a.hostRoot, 'abs-out'));
     await symlink(`${'../'.repeat(a.hostRoot.split('/').length)}${outside.slice(1)}`, path.join(a.hostRoot, 'rel-out'));

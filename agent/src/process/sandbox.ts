@@ -44,6 +44,10 @@ const ETC_FILES = [
 ];
 /** Merged /usr: the host's /bin etc. are links into /usr, bound here as directories (bwrap 0.8 refuses an existing --symlink). */
 const USR_LINKS = ['bin', 'lib', 'lib64', 'sbin'];
+/** /tmp of a process (memory): as much as Chromium's own /tmp (isolation.ts). */
+const TMP_BYTES = 64 * 1024 * 1024;
+/** /etc and /run hold mount points and the X cookie only. */
+const SMALL_TMPFS_BYTES = 1024 * 1024;
 /** Where a headful session's X cookie is inside: a fixed path, whatever file the display keeps it in. */
 export const XAUTHORITY_INSIDE = '/run/browserplane/Xauthority';
 /** Directories bwrap mounts on inside the session's root, so it creates them there (docs/processes.md). */
@@ -136,10 +140,11 @@ export class Sandbox {
     if (!request.tty) args.push('--new-session');
     args.push('--hostname', 'browser', '--bind', this.hostRoot, '/', '--ro-bind', '/usr', '/usr');
     for (const link of USR_LINKS) args.push('--ro-bind-try', `/${link}`, `/${link}`);
-    // tmpfs over /etc, /tmp and /run: the session's root keeps empty directories only, never host files.
-    args.push('--tmpfs', '/etc');
+    // tmpfs over /etc, /tmp and /run: the session's root keeps empty directories only, never
+    // host files. Sized, since a tmpfs is memory: unsized, one may take half the host's.
+    args.push('--size', String(SMALL_TMPFS_BYTES), '--tmpfs', '/etc');
     for (const name of ETC_FILES) args.push('--ro-bind-try', `/etc/${name}`, `/etc/${name}`);
-    args.push('--dev', '/dev', '--proc', '/proc', '--tmpfs', '/tmp', '--tmpfs', '/run');
+    args.push('--dev', '/dev', '--proc', '/proc', '--size', String(TMP_BYTES), '--tmpfs', '/tmp', '--size', String(SMALL_TMPFS_BYTES), '--tmpfs', '/run');
     if (this.display) {
       const socket = `/tmp/.X11-unix/X${this.display.number}`;
       args.push('--ro-bind', this.display.xauthority, XAUTHORITY_INSIDE, '--bind', socket, socket);
