@@ -24,6 +24,8 @@ export async function handleProcessRequest(state: AgentState, request: IncomingM
   const url = new URL(request.url ?? '/', 'http://agent');
   const key = `${request.method} ${url.pathname}`;
   try {
+    // A pool reset is ending the previous holder's processes: none may start behind it.
+    if (!state.connections.accepting()) throw new ProcessError(409, 'browser_resetting', 'the browser is being reset for its next holder; try again');
     const ctx = await processContext(state);
     if (key === 'POST /process/exec') {
       const body = parse(execBody, await readJson(request, bodyLimit(ctx)));
