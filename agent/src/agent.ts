@@ -19,6 +19,7 @@ import { prepareStealth } from './stealth.js';
 import type { AgentPhase, ResetRequest } from './agent-state.js';
 import { captureCookies, resetBrowser, type CdpCookie } from './reset.js';
 import type { ProfileTarget } from './profile.js';
+import { endSessionProcesses } from './process/session-end.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
 
 /** Exit codes the runtime reads: anything but 0 means the browser is Failed. */
@@ -326,6 +327,7 @@ export class BrowserAgent {
     else this.log.error({ exit_code: exit.code, signal: exit.signal }, why);
     this.bridge?.closeAll();
     closeAllBidiClients();
+    await endSessionProcesses();
     await killProcessGroup(this.chromium!.pid);
     await this.stopLiveView();
     await this.display?.stop();
@@ -352,6 +354,7 @@ export class BrowserAgent {
       if (this.chromium) await this.chromium.close(saving ? Math.min(graceMs, this.config.shutdownGraceMs) : graceMs);
       if (saving) await this.saveProfile(deadline);
     } finally {
+      await endSessionProcesses();
       await this.stopLiveView();
       await this.display?.stop();
       await this.releaseLaunchExtras();

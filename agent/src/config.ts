@@ -98,6 +98,36 @@ export interface FsLimits {
 
 const MIB = 1024 * 1024;
 
+/** Per-browser limits of process execution (docs/processes.md says how each is applied). */
+export interface ProcessLimits {
+  /** AGENT_PROCESS_MAX_RUNNING: processes (exec and spawn) running at once. */
+  maxRunning: number;
+  /** AGENT_PROCESS_OUTPUT_KB: output a spawned process keeps for its stream, and exec's cap per stream. */
+  outputBytes: number;
+  /** AGENT_PROCESS_EXEC_TIMEOUT_SEC: exec's timeout when the caller gives none. */
+  execTimeoutSec: number;
+  /** AGENT_PROCESS_EXEC_TIMEOUT_MAX_SEC: the longest timeout exec takes (the service waits 300 s for an answer). */
+  execTimeoutMaxSec: number;
+  /** AGENT_PROCESS_STDIN_KB: bytes one stdin request may write. */
+  stdinBytes: number;
+  /** AGENT_PROCESS_KEEP_EXITED: exited processes whose status and output stay readable. */
+  keepExited: number;
+  /** AGENT_PROCESS_MAX_TASKS: RLIMIT_NPROC of each process: tasks of the browser's uid (Chromium's count) it may fork up to. */
+  maxTasks: number;
+}
+
+export function parseProcessLimits(env: NodeJS.ProcessEnv): ProcessLimits {
+  return {
+    maxRunning: envInteger(env, 'AGENT_PROCESS_MAX_RUNNING', 16, { min: 1, max: 1024 }),
+    outputBytes: envInteger(env, 'AGENT_PROCESS_OUTPUT_KB', 1024, { min: 1, max: 64 * 1024 }) * 1024,
+    execTimeoutSec: envInteger(env, 'AGENT_PROCESS_EXEC_TIMEOUT_SEC', 60, { min: 1, max: 280 }),
+    execTimeoutMaxSec: envInteger(env, 'AGENT_PROCESS_EXEC_TIMEOUT_MAX_SEC', 240, { min: 1, max: 280 }),
+    stdinBytes: envInteger(env, 'AGENT_PROCESS_STDIN_KB', 1024, { min: 1, max: 16 * 1024 }) * 1024,
+    keepExited: envInteger(env, 'AGENT_PROCESS_KEEP_EXITED', 16, { min: 0, max: 10_000 }),
+    maxTasks: envInteger(env, 'AGENT_PROCESS_MAX_TASKS', 512, { min: 64, max: 1_000_000 }),
+  };
+}
+
 export function parseFsLimits(env: NodeJS.ProcessEnv): FsLimits {
   return {
     quotaBytes: envInteger(env, 'AGENT_FS_QUOTA_MB', 1024, { min: 0, max: 16 * 1024 * 1024 }) * MIB,

@@ -4,6 +4,7 @@ import type { BrowserResetReport } from '../../contract/browser-runtime.js';
 import type { RunningChromium } from './chromium.js';
 import type { ConnectionTracker } from './connections.js';
 import { sendJson } from './http-json.js';
+import { endSessionProcesses } from './process/session-end.js';
 import { withBrowserCdp, type BrowserCdp } from './cdp/client.js';
 import type { AgentState, ResetRequest } from './agent-state.js';
 import { agentResetReportOf, agentResetRequestSchema, MAX_START_URL_LENGTH, type AgentError } from '../../contract/agent-wire.js';
@@ -14,7 +15,8 @@ import { agentResetReportOf, agentResetRequestSchema, MAX_START_URL_LENGTH, type
  *
  * 1. Every client connection of the previous holder (CDP, WebDriver BiDi, live view) is
  *    closed, and new ones are refused (503) until the reset ends, so the next holder
- *    never sees a half-reset browser and the previous one cannot undo it.
+ *    never sees a half-reset browser and the previous one cannot undo it. Its processes
+ *    are killed and forgotten (process/session-end.ts).
  * 2. Browser contexts other than the default one are disposed (with their pages and
  *    their in-memory storage); one about:blank page is opened in the default context and
  *    every other page there is closed. It is opened first: a headful Chromium exits when
@@ -149,6 +151,7 @@ export async function resetBrowser(target: ResetTarget, request: ResetRequest): 
   try {
     if (!cookieBaseline) throw new Error('the cookies the browser started with could not be read at start, so they cannot be put back');
     const closedConnections = connections.closeAll();
+    await endSessionProcesses();
     const steps = await withBrowserCdp(chromium.cdp, (cdp) => resetOver(cdp, cookieBaseline, request.startUrl ?? 'about:blank'));
     const report = { closedConnections, ...steps };
     log.info({ ms: Date.now() - started, ...report, start_url: request.startUrl }, 'browser reset for its next holder');

@@ -13,6 +13,7 @@ import { fsRoutes } from './fs-routes.js';
 import { liveViewRoutes } from './live-view.js';
 import { playwrightRoutes } from './playwright-routes.js';
 import { presentSession, publicWsBase, regionOf } from './present.js';
+import { processRoutes } from './process-routes.js';
 import { profileArchiveRoutes } from './profile-archive-routes.js';
 import {
   browserIdParams,
@@ -132,6 +133,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
     ...computerRoutes(deps),
     ...curlRoutes(deps),
     ...fsRoutes(deps),
+    ...processRoutes(deps),
     ...liveViewRoutes(deps),
     ...playwrightRoutes(deps),
     ...profileArchiveRoutes(deps, services),
