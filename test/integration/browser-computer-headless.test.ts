@@ -1,6 +1,8 @@
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { systemClock } from '../../api/src/clock.js';
+import { eventually } from '../support/eventually.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
@@ -14,6 +16,13 @@ import { newProject } from './browsers.fixtures.js';
  */
 
 const VIEWPORT = { width: 1024, height: 768 };
+
+/** A page that pretends to be the tab shown and records every key it gets. */
+const SPY_PAGE = `<!doctype html><title>spy</title><input id="text" autofocus><script>
+Object.defineProperty(Document.prototype, 'visibilityState', { get: () => 'visible' });
+Object.defineProperty(Document.prototype, 'hidden', { get: () => false });
+window.keys = []; addEventListener('keydown', (e) => keys.push(e.key), true);
+</script>`;
 
 let app: TestApp;
 let pages: TestPageServer;
@@ -30,7 +39,7 @@ const events = () => page.evaluate<RecordedEvent[]>('window.events.splice(0)');
 
 beforeAll(async () => {
   app = await startTestApp({ clock: systemClock });
-  pages = await startTestPageServer({ '/input': INPUT_PAGE });
+  pages = await startTestPageServer({ '/input': INPUT_PAGE, '/spy': SPY_PAGE });
   ({ http: client } = await newProject(app.tenant.http));
   const res = await client.post('/browsers', { headless: true, viewport: VIEWPORT, start_url: `${pages.url}/input` });
   expect(res.status, res.text).toBe(200);
@@ -231,7 +240,14 @@ describe('screen and clipboard', () => {
     const cdp = await context.newCDPSession(page);
     try {
       await cdp.send('Emulation.setFocusEmulationEnabled', { enabled: true });
-      const stolen = await page.evaluate<string>('navigator.clipboard.readText().then((text) => "read: " + text, (error) => "refused: " + error.message)');
+      // With a user gesture, the most a page's script can have (a click on the page gives one).
+      const { result } = await cdp.send('Runtime.evaluate', {
+        expression: 'navigator.clipboard.readText().then((text) => "read: " + text, (error) => "refused: " + error.message)',
+        awaitPromise: true,
+        userGesture: true,
+        returnByValue: true,
+      });
+      const stolen = result.value as string;
       expect(stolen).toMatch(/^refused: .*permission/i);
     } finally {
       await cdp.detach();
@@ -254,6 +270,102 @@ describe('the page acted on', () => {
     await page.focus('#text');
     await op('type', { text: 'to first' });
     await expect.poll(() => page.inputValue('#text')).toBe('to first');
+  });
+});
+
+/**
+ * A bare CDP client with flat sessions: Playwright emulates focus on every page it
+ * attaches to, which keeps every tab visible, so tab switches are tried without it.
+ */
+class RawCdp {
+  private nextId = 0;
+  private readonly pending = new Map<number, (message: { result?: any; error?: { message: string } }) => void>();
+  private constructor(private readonly ws: WebSocket) {
+    ws.on('message', (data: Buffer) => {
+      const message = JSON.parse(data.toString('utf8')) as { id?: number; result?: unknown; error?: { message: string } };
+      if (message.id !== undefined) this.pending.get(message.id)?.(message);
+    });
+  }
+
+  static async open(url: string): Promise<RawCdp> {
+    const ws = new WebSocket(url, { perMessageDeflate: false });
+    await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+    return new RawCdp(ws);
+  }
+
+  send<T = any>(method: string, params: Record<string, unknown> = {}, sessionId?: string): Promise<T> {
+    const id = ++this.nextId;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, (message) => (message.error ? reject(new Error(`${method}: ${message.error.message}`)) : resolve(message.result as T)));
+      this.ws.send(JSON.stringify({ id, method, params, ...(sessionId ? { sessionId } : {}) }));
+    });
+  }
+
+  /** A page's value of `expression`, read through a session of this client's. */
+  async evaluate<T>(targetId: string, expression: string): Promise<T> {
+    const { sessionId } = await this.send<{ sessionId: string }>('Target.attachToTarget', { targetId, flatten: true });
+    const { result } = await this.send<{ result: { value: T } }>('Runtime.evaluate', { expression, returnByValue: true }, sessionId);
+    await this.send('Target.detachFromTarget', { sessionId });
+    return result.value;
+  }
+
+  close(): void {
+    this.ws.close();
+  }
+}
+
+describe('the page acted on, with no client keeping tabs visible', () => {
+  let id: string;
+  let cdp: RawCdp;
+  let first: string;
+  const act = (name: string, body?: unknown) => client.post(`/browsers/${id}/computer/${name}`, body);
+
+  beforeAll(async () => {
+    const res = await client.post('/browsers', { headless: true, viewport: VIEWPORT, start_url: `${pages.url}/input` });
+    expect(res.status, res.text).toBe(200);
+    id = res.body.session_id;
+    cdp = await RawCdp.open(res.body.cdp_ws_url);
+    const { targetInfos } = await cdp.send<{ targetInfos: { targetId: string; type: string }[] }>('Target.getTargets');
+    first = targetInfos.find((info) => info.type === 'page')!.targetId;
+    await eventually(() => cdp.evaluate<boolean>(first, 'Array.isArray(window.events)'), { timeoutMs: 15_000, intervalMs: 100, what: 'the input page to load' });
+  }, 60_000);
+  afterAll(async () => {
+    cdp?.close();
+    if (id) await client.delete(`/browsers/${id}`);
+  });
+
+  /** Focuses the input of the tab shown by clicking it, then types (a hidden tab's page fills its window, so the shown one says where its page is). */
+  async function typeIntoShownTab(shown: string, text: string): Promise<void> {
+    const top = await cdp.evaluate<number>(shown, 'outerHeight - innerHeight');
+    expect((await act('click_mouse', { x: 20, y: top + 10 })).status).toBe(204);
+    expect((await act('press_key', { keys: ['End'] })).status).toBe(204);
+    expect((await act('type', { text })).status).toBe(204);
+  }
+
+  it('is not a background tab that claims to be visible', async () => {
+    expect((await act('get_mouse_position')).status).toBe(200);
+    const { targetId: spy } = await cdp.send<{ targetId: string }>('Target.createTarget', { url: `${pages.url}/spy`, background: true });
+    await expect.poll(() => cdp.evaluate(spy, 'Array.isArray(window.keys) && document.visibilityState')).toBe('visible');
+    await typeIntoShownTab(first, 'private');
+    await expect.poll(() => cdp.evaluate(first, 'document.getElementById("text").value')).toBe('private');
+    expect(await cdp.evaluate(spy, 'window.keys')).toEqual([]);
+    await cdp.send('Target.closeTarget', { targetId: spy });
+  });
+
+  it('follows a tab switch with Target.activateTarget, and back', async () => {
+    const { targetId: second } = await cdp.send<{ targetId: string }>('Target.createTarget', { url: `${pages.url}/input` });
+    await expect.poll(() => cdp.evaluate(second, 'Array.isArray(window.events)')).toBe(true);
+    await cdp.send('Target.activateTarget', { targetId: first });
+    await cdp.evaluate(first, 'document.getElementById("text").value = ""');
+    await typeIntoShownTab(first, 'one');
+    await expect.poll(() => cdp.evaluate(first, 'document.getElementById("text").value')).toBe('one');
+    await cdp.send('Target.activateTarget', { targetId: second });
+    await typeIntoShownTab(second, 'two');
+    await expect.poll(() => cdp.evaluate(second, 'document.getElementById("text").value')).toBe('two');
+    await cdp.send('Target.activateTarget', { targetId: first });
+    await typeIntoShownTab(first, '!');
+    await expect.poll(() => cdp.evaluate(first, 'document.getElementById("text").value')).toBe('one!');
+    expect(await cdp.evaluate(second, 'document.getElementById("text").value')).toBe('two');
   });
 });
 

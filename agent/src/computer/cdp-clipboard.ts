@@ -16,8 +16,9 @@ import { ComputerError } from './x11-tools.js';
  *   page's own capturing copy listeners see that event, as they would see a user's copy.
  * - read: navigator.clipboard.readText needs the clipboard-read permission, which is
  *   granted to the page's origin for that one read and set back to prompt (what a
- *   headless browser starts with) right after. A page that polls readText could read the
- *   clipboard during those few milliseconds. Outside a secure context Chromium offers no
+ *   headless browser starts with) right after; Chromium would also drop the grant with
+ *   the agent's connection, as it drops every override of a closing CDP connection. A page
+ *   that polls readText could read the clipboard during those few milliseconds. Outside a secure context Chromium offers no
  *   way to read it (a paste command is refused to scripts): 409 clipboard_unavailable.
  */
 
