@@ -367,6 +367,21 @@ describe('the page acted on, with no client keeping tabs visible', () => {
     await expect.poll(() => cdp.evaluate(first, 'document.getElementById("text").value')).toBe('one!');
     expect(await cdp.evaluate(second, 'document.getElementById("text").value')).toBe('two');
   });
+
+  it('writes the clipboard from a page that is not a secure context, and says why it cannot read it there', async () => {
+    const { targetId: blank } = await cdp.send<{ targetId: string }>('Target.createTarget', { url: 'about:blank' });
+    try {
+      expect((await act('clipboard/write', { text: 'from blank ✓' })).status).toBe(204);
+      const read = await act('clipboard/read');
+      expect(read.status, read.text).toBe(409);
+      expect(read.body.code).toBe('clipboard_unavailable');
+    } finally {
+      await cdp.send('Target.closeTarget', { targetId: blank });
+    }
+    const open = async () => (await cdp.send<{ targetInfos: { targetId: string }[] }>('Target.getTargets')).targetInfos.some((info) => info.targetId === blank);
+    await expect.poll(open).toBe(false);
+    expect((await act('clipboard/read')).body).toEqual({ text: 'from blank ✓' });
+  });
 });
 
 describe('batch', () => {
