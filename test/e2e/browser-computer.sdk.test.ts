@@ -1,11 +1,11 @@
 import type Kernel from '@onkernel/sdk';
-import { ConflictError } from '@onkernel/sdk';
+import { BadRequestError } from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
-/** Computer control through the SDK against the built service, a real headful Chromium and its Xvfb. */
+/** Computer control through the SDK against the built service, a real Chromium: headful on its Xvfb, and headless through CDP. */
 
 let service: RunningService;
 let admin: Kernel;
@@ -14,7 +14,10 @@ let pages: TestPageServer;
 beforeAll(async () => {
   service = await startService();
   admin = service.client();
-  pages = await startTestPageServer({ '/input': '<title>input</title><input id="text" autofocus>' });
+  pages = await startTestPageServer({
+    '/input': '<title>input</title><input id="text" autofocus>',
+    '/clicks': '<title>clicks</title><body style="margin:0"><script>window.clicks = []; addEventListener("click", (e) => clicks.push([e.clientX, e.clientY, e.detail]));</script></body>',
+  });
 });
 afterAll(async () => {
   await cleanupServices();
@@ -54,11 +57,45 @@ describe('browsers.computer through the SDK', () => {
     }
   }, 60_000);
 
-  it('refuses computer control of a headless session with a 409 the SDK does not retry', async () => {
-    const session = await admin.browsers.create({ headless: true });
+  it('types, clicks, reads the pointer, round-trips the clipboard, takes a PNG and runs a batch on a headless session', async () => {
+    const viewport = { width: 800, height: 600 };
+    const session = await admin.browsers.create({ headless: true, viewport, start_url: `${pages.url}/input` });
+    const browser = await chromium.connectOverCDP(session.cdp_ws_url);
     try {
-      await expect(admin.browsers.computer.clickMouse(session.session_id, { x: 1, y: 1 })).rejects.toBeInstanceOf(ConflictError);
+      const page = browser.contexts()[0]!.pages()[0]!;
+      await page.waitForSelector('#text');
+      await page.focus('#text');
+      const { computer } = admin.browsers;
+      await computer.typeText(session.session_id, { text: 'hi ✓' });
+      await expect.poll(() => page.inputValue('#text')).toBe('hi ✓');
+      await computer.pressKey(session.session_id, { keys: ['ctrl+a', 'ctrl+c'] });
+      expect(await computer.readClipboard(session.session_id)).toEqual({ text: 'hi ✓' });
+      await computer.writeClipboard(session.session_id, { text: 'from the SDK' });
+      await computer.pressKey(session.session_id, { keys: ['ctrl+a', 'ctrl+v'] });
+      await expect.poll(() => page.inputValue('#text')).toBe('from the SDK');
+      await computer.moveMouse(session.session_id, { x: 200, y: 300, smooth: true, duration_ms: 100 });
+      expect(await computer.getMousePosition(session.session_id)).toEqual({ x: 200, y: 300 });
+      const shot = await computer.captureScreenshot(session.session_id);
+      const png = Buffer.from(await shot.arrayBuffer());
+      expect(png.subarray(1, 4).toString('latin1')).toBe('PNG');
+      expect([png.readUInt32BE(16), png.readUInt32BE(20)]).toEqual([viewport.width, viewport.height]);
+      await page.goto(`${pages.url}/clicks`);
+      const top = await page.evaluate<number>('outerHeight - innerHeight');
+      await computer.batch(session.session_id, {
+        actions: [
+          { type: 'click_mouse', click_mouse: { x: 40, y: top + 30 } },
+          { type: 'click_mouse', click_mouse: { x: 50, y: top + 60, num_clicks: 2 } },
+        ],
+      });
+      await expect.poll(() => page.evaluate('window.clicks')).toEqual([
+        [40, 30, 1],
+        [50, 60, 1],
+        [50, 60, 2],
+      ]);
+      expect(await computer.setCursorVisibility(session.session_id, { hidden: true })).toEqual({ ok: true });
+      await expect(computer.clickMouse(session.session_id, { x: viewport.width, y: 1 })).rejects.toBeInstanceOf(BadRequestError);
     } finally {
+      await browser.close().catch(() => undefined);
       await admin.browsers.deleteByID(session.session_id);
     }
   }, 60_000);

@@ -269,17 +269,6 @@ describe('validation and access', () => {
     const res = await other.post(`/browsers/${sessionId}/computer/get_mouse_position`);
     expect(res.status).toBe(404);
   });
-
-  it('answers 409 headless_session for a headless session', async () => {
-    const { http: other } = await newProject(app.tenant.http);
-    const created = await other.post('/browsers', { headless: true });
-    expect(created.status, created.text).toBe(200);
-    const res = await other.post(`/browsers/${created.body.session_id}/computer/click_mouse`, { x: 1, y: 1 });
-    expect(res.status).toBe(409);
-    expect(res.body.code).toBe('headless_session');
-    expect(res.headers.get('x-should-retry')).toBe('false');
-    expect((await other.delete(`/browsers/${created.body.session_id}`)).status).toBe(204);
-  }, 30_000);
 });
 
 describe('a headful session', () => {

@@ -1,25 +1,37 @@
 import type { ChildProcess } from 'node:child_process';
 import type { XDisplay } from '../display.js';
-import { crop, decodeXwd, encodePng, type Region } from './png.js';
+import {
+  clickCount,
+  clickType,
+  cursorHidden,
+  DEFAULT_SMOOTH_MS,
+  DEFAULT_STEP_DELAY_MS,
+  DEFAULT_TYPE_DELAY_MS,
+  dragPath,
+  duration,
+  mouseButton,
+  MOUSE_BUTTONS,
+  NONE,
+  point,
+  regionOf,
+  scrollDeltas,
+  stepsPerSegment,
+  strings,
+  text,
+  type Body,
+  type ComputerOperations,
+  type MouseButton,
+  type OperationResult,
+} from './checks.js';
+import { crop, decodeXwd, encodePng } from './png.js';
 import { bezierPath, linearPath, seconds, walk, type Point } from './paths.js';
 import { badRequest, runForking, runTool, spawnDaemon, xdotool } from './x11-tools.js';
 
-/**
- * Every computer operation of the Kernel contract (CONTRACT.md §2.3) on one display.
- * The API validates bodies with zod; the checks here keep a direct caller of the agent
- * from passing garbage to xdotool, and bound coordinates by the actual screen.
- */
+/** Every computer operation of the Kernel contract (CONTRACT.md §2.3) on one X display. */
 
-export type Body = Record<string, unknown>;
-export type OperationResult = { kind: 'none' } | { kind: 'json'; body: unknown } | { kind: 'png'; png: Buffer };
+export type { Body, OperationResult } from './checks.js';
 
-const NONE: OperationResult = { kind: 'none' };
-const BUTTONS: Record<string, string> = { left: '1', middle: '2', right: '3', back: '8', forward: '9' };
-const DEFAULT_TYPE_DELAY_MS = 12;
-const DEFAULT_SMOOTH_MS = 500;
-const DEFAULT_STEPS_PER_SEGMENT = 10;
-const DEFAULT_STEP_DELAY_MS = 50;
-const MAX_DURATION_MS = 60_000;
+const X_BUTTONS: Record<MouseButton, string> = { left: '1', middle: '2', right: '3', back: '8', forward: '9' };
 const UNICODE_SETTLE_MS = 30;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -36,42 +48,15 @@ export function keymapSegments(text: string): { text: string; inKeymap: boolean 
   return segments;
 }
 
-const number = (body: Body, field: string, fallback?: number): number => {
-  const value = body[field] ?? fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value)) throw badRequest(`${field} must be a number`);
-  return value;
-};
-const duration = (body: Body, field: string, fallback: number) => Math.min(Math.max(0, number(body, field, fallback)), MAX_DURATION_MS);
-const strings = (body: Body, field: string): string[] => {
-  const value = body[field] ?? [];
-  if (!Array.isArray(value) || !value.every((item) => typeof item === 'string' && item.length > 0 && !/\s/.test(item))) {
-    throw badRequest(`${field} must be an array of key names`);
-  }
-  return value as string[];
-};
-
-function point(display: XDisplay, x: unknown, y: unknown, field = 'x, y'): Point {
-  if (typeof x !== 'number' || typeof y !== 'number' || !Number.isFinite(x) || !Number.isFinite(y)) throw badRequest(`${field} must be numbers`);
-  const [px, py] = [Math.round(x), Math.round(y)];
-  if (px < 0 || py < 0 || px >= display.width || py >= display.height) {
-    throw badRequest(`${field} (${px}, ${py}) is outside the display (${display.width}x${display.height})`);
-  }
-  return [px, py];
-}
-
 /** hold_keys pressed before the action and released after it, in reverse order. */
 function holding(body: Body, commands: string[]): string[] {
   const keys = strings(body, 'hold_keys');
   return [...keys.flatMap((key) => ['keydown', key]), ...commands, ...keys.reverse().flatMap((key) => ['keyup', key])];
 }
 
-function button(body: Body, allowed: string[]): string {
-  const name = body.button ?? 'left';
-  if (typeof name !== 'string' || !allowed.includes(name)) throw badRequest(`button must be one of ${allowed.join(', ')}`);
-  return BUTTONS[name]!;
-}
+const button = (body: Body, allowed: readonly MouseButton[]) => X_BUTTONS[mouseButton(body, allowed)];
 
-export class Computer {
+export class Computer implements ComputerOperations {
   private cursorHider?: ChildProcess;
   private spareKeycodes?: number[];
   private nextSpare = 0;
@@ -87,12 +72,12 @@ export class Computer {
    * does xdotool press that keycode; mappings stay until the spare is reused.
    */
   async typeText(body: Body): Promise<OperationResult> {
-    if (typeof body.text !== 'string') throw badRequest('text must be a string');
+    const typed = text(body);
     // xdotool sleeps half its --delay after each press and half after each release, so
     // each keystroke takes about --delay / 2 (measured: 10 characters at --delay 100 take
     // 598 ms); doubling it makes `delay` the time from one keystroke to the next.
     const delay = Math.round(duration(body, 'delay', DEFAULT_TYPE_DELAY_MS));
-    for (const segment of keymapSegments(body.text)) {
+    for (const segment of keymapSegments(typed)) {
       if (segment.inKeymap) await xdotool(this.display, ['type', '--delay', String(delay * 2), '--', segment.text]);
       else await this.typeOutsideKeymap(segment.text, delay);
     }
@@ -130,12 +115,10 @@ export class Computer {
 
   async clickMouse(body: Body): Promise<OperationResult> {
     const [x, y] = point(this.display, body.x, body.y);
-    const b = button(body, Object.keys(BUTTONS));
-    const clicks = Math.round(number(body, 'num_clicks', 1));
-    if (clicks < 1 || clicks > 100) throw badRequest('num_clicks must be 1..100');
-    const type = body.click_type ?? 'click';
-    const action = type === 'down' ? ['mousedown', b] : type === 'up' ? ['mouseup', b] : type === 'click' ? ['click', '--repeat', String(clicks), b] : undefined;
-    if (!action) throw badRequest('click_type must be one of down, up, click');
+    const b = button(body, MOUSE_BUTTONS);
+    const clicks = clickCount(body);
+    const type = clickType(body);
+    const action = type === 'down' ? ['mousedown', b] : type === 'up' ? ['mouseup', b] : ['click', '--repeat', String(clicks), b];
     await xdotool(this.display, holding(body, ['mousemove', String(x), String(y), ...action]));
     return NONE;
   }
@@ -154,12 +137,7 @@ export class Computer {
   }
 
   async dragMouse(body: Body): Promise<OperationResult> {
-    const raw = body.path;
-    if (!Array.isArray(raw) || raw.length < 2) throw badRequest('path must hold at least two [x, y] points');
-    const points = raw.map((pair: unknown, index) => {
-      if (!Array.isArray(pair) || pair.length !== 2) throw badRequest(`path[${index}] must be an [x, y] pair`);
-      return point(this.display, pair[0], pair[1], `path[${index}]`);
-    });
+    const points = dragPath(this.display, body);
     const b = button(body, ['left', 'middle', 'right']);
     const commands = ['mousemove', String(points[0]![0]), String(points[0]![1]), 'mousedown', b];
     const delay = duration(body, 'delay', 0);
@@ -172,8 +150,7 @@ export class Computer {
         const steps = Math.max(2, Math.min(100, Math.round(segmentMs / 16)));
         commands.push(...walk(bezierPath(from, to, steps), segmentMs / steps));
       } else {
-        const steps = Math.round(number(body, 'steps_per_segment', DEFAULT_STEPS_PER_SEGMENT));
-        if (steps < 1 || steps > 1000) throw badRequest('steps_per_segment must be 1..1000');
+        const steps = stepsPerSegment(body);
         commands.push(...walk(linearPath(from, to, steps), duration(body, 'step_delay_ms', DEFAULT_STEP_DELAY_MS)));
       }
     }
@@ -185,9 +162,7 @@ export class Computer {
   /** Deltas count wheel notches (one X button 4/5/6/7 click each), as xdotool and Kernel do. */
   async scroll(body: Body): Promise<OperationResult> {
     const [x, y] = point(this.display, body.x, body.y);
-    const dx = Math.round(number(body, 'delta_x', 0));
-    const dy = Math.round(number(body, 'delta_y', 0));
-    if (Math.abs(dx) > 1000 || Math.abs(dy) > 1000) throw badRequest('delta_x and delta_y must be within -1000..1000');
+    const { dx, dy } = scrollDeltas(body);
     const wheel = (count: number, positive: string, negative: string) => (count === 0 ? [] : ['click', '--repeat', String(Math.abs(count)), '--delay', '20', count > 0 ? positive : negative]);
     await xdotool(this.display, holding(body, ['mousemove', String(x), String(y), ...wheel(dy, '5', '4'), ...wheel(dx, '7', '6')]));
     return NONE;
@@ -196,7 +171,7 @@ export class Computer {
   async screenshot(body: Body): Promise<OperationResult> {
     const { stdout } = await runTool(this.display, 'xwd', ['-root', '-silent', '-display', this.display.name]);
     const image = decodeXwd(stdout);
-    const region = body.region === undefined || body.region === null ? undefined : this.region(body.region);
+    const region = regionOf(this.display, body.region);
     return { kind: 'png', png: encodePng(region ? crop(image, region) : image) };
   }
 
@@ -211,12 +186,12 @@ export class Computer {
    * pointer back. Showing it again is ending that client.
    */
   setCursor(body: Body): OperationResult {
-    if (typeof body.hidden !== 'boolean') throw badRequest('hidden must be a boolean');
-    if (body.hidden && !this.cursorHider) {
+    const hidden = cursorHidden(body);
+    if (hidden && !this.cursorHider) {
       const radius = String(Math.max(this.display.width, this.display.height) * 2);
       this.cursorHider = spawnDaemon(this.display, 'unclutter', ['--start-hidden', '--timeout', '1', '--jitter', radius, '--ignore-scrolling', '--ignore-buttons', '1,2,3,4,5,6,7,8,9']);
       this.cursorHider.once('exit', () => (this.cursorHider = undefined));
-    } else if (!body.hidden && this.cursorHider) {
+    } else if (!hidden && this.cursorHider) {
       this.cursorHider.kill('SIGTERM');
       this.cursorHider = undefined;
     }
@@ -239,8 +214,7 @@ export class Computer {
   }
 
   async writeClipboard(body: Body): Promise<OperationResult> {
-    if (typeof body.text !== 'string') throw badRequest('text must be a string');
-    await runForking(this.display, 'xclip', ['-selection', 'clipboard', '-i'], body.text);
+    await runForking(this.display, 'xclip', ['-selection', 'clipboard', '-i'], text(body));
     return NONE;
   }
 
@@ -248,18 +222,5 @@ export class Computer {
     const shell = await xdotool(this.display, ['getmouselocation', '--shell']);
     const value = (name: string) => Number(new RegExp(`^${name}=(-?\\d+)$`, 'm').exec(shell)?.[1] ?? Number.NaN);
     return [value('X'), value('Y')];
-  }
-
-  private region(raw: unknown): Region {
-    const r = raw as Record<string, unknown>;
-    const fields = ['x', 'y', 'width', 'height'] as const;
-    if (typeof raw !== 'object' || !fields.every((field) => Number.isInteger(r[field]) && (r[field] as number) >= 0)) {
-      throw badRequest('region must have integer x, y, width and height, none negative');
-    }
-    const region = Object.fromEntries(fields.map((field) => [field, r[field] as number])) as unknown as Region;
-    if (region.width === 0 || region.height === 0 || region.x + region.width > this.display.width || region.y + region.height > this.display.height) {
-      throw badRequest(`region must be non-empty and inside the display (${this.display.width}x${this.display.height})`);
-    }
-    return region;
   }
 }

@@ -1,21 +1,23 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RunningChromium } from '../chromium.js';
 import type { XDisplay } from '../display.js';
-import { Computer, type Body, type OperationResult } from './operations.js';
+import { CdpComputer } from './cdp-computer.js';
+import type { Body, ComputerOperations, OperationResult } from './checks.js';
+import { Computer } from './operations.js';
 import { badRequest, ComputerError } from './x11-tools.js';
 
 /**
- * POST /computer/<operation> on the agent. Headless browsers have no display to act on:
- * they answer 409 headless_session rather than a CDP Input.* imitation, because the
- * contract's semantics (xdotool keysyms, the real pointer, X clipboard, screenshots of
- * the screen) exist only with a display; sessions are headful by default.
+ * POST /computer/<operation> on the agent. A headful browser's computer acts on its X
+ * display (operations.ts); a headless one's, which has no display, through CDP on the
+ * page a user would be looking at (cdp-computer.ts), with the same semantics.
  */
 
 const MAX_BODY_BYTES = 1024 * 1024;
-/** One Computer per display, so the cursor state lives as long as the display. */
-const computers = new WeakMap<XDisplay, Computer>();
+/** One computer per display or headless browser, so pointer and cursor state live as long as it does. */
+const displayComputers = new WeakMap<XDisplay, Computer>();
+const headlessComputers = new WeakMap<RunningChromium, CdpComputer>();
 
-type Operation = (computer: Computer, body: Body) => Promise<OperationResult> | OperationResult;
+type Operation = (computer: ComputerOperations, body: Body) => Promise<OperationResult> | OperationResult;
 
 const OPERATIONS: Record<string, Operation> = {
   type: (c, b) => c.typeText(b),
@@ -50,7 +52,7 @@ const BATCH_ACTIONS: Record<string, Operation> = {
 };
 
 /** In order; the first failing action ends the batch, and the error names it. */
-async function runBatch(computer: Computer, body: Body): Promise<OperationResult> {
+async function runBatch(computer: ComputerOperations, body: Body): Promise<OperationResult> {
   if (!Array.isArray(body.actions)) throw badRequest('actions must be an array');
   for (const [index, action] of (body.actions as Body[]).entries()) {
     const type = typeof action?.type === 'string' ? action.type : '';
@@ -73,10 +75,7 @@ export async function handleComputerRequest(chromium: RunningChromium | undefine
     if (!operation) throw new ComputerError(404, 'route_not_found', `no computer operation at ${path}`);
     if (request.method !== 'POST') throw new ComputerError(405, 'method_not_allowed', 'computer operations are POST');
     if (!chromium) throw new ComputerError(503, 'not_ready', 'browser not ready');
-    if (!chromium.display) throw new ComputerError(409, 'headless_session', 'computer control needs a headful session (create the browser with headless: false)');
-    let computer = computers.get(chromium.display);
-    if (!computer) computers.set(chromium.display, (computer = new Computer(chromium.display)));
-    const result = await operation(computer, await readBody(request));
+    const result = await operation(computerOf(chromium), await readBody(request));
     if (result.kind === 'png') return send(response, 200, 'image/png', result.png);
     if (result.kind === 'json') return send(response, 200, 'application/json', Buffer.from(JSON.stringify(result.body)));
     response.writeHead(204).end();
@@ -84,6 +83,18 @@ export async function handleComputerRequest(chromium: RunningChromium | undefine
     if (!(error instanceof ComputerError)) throw error;
     send(response, error.status, 'application/json', Buffer.from(JSON.stringify({ code: error.code, message: error.message })));
   }
+}
+
+function computerOf(chromium: RunningChromium): ComputerOperations {
+  const { display } = chromium;
+  if (display) {
+    let computer = displayComputers.get(display);
+    if (!computer) displayComputers.set(display, (computer = new Computer(display)));
+    return computer;
+  }
+  let computer = headlessComputers.get(chromium);
+  if (!computer) headlessComputers.set(chromium, (computer = new CdpComputer(chromium.cdp)));
+  return computer;
 }
 
 async function readBody(request: IncomingMessage): Promise<Body> {

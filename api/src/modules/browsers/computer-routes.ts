@@ -26,8 +26,8 @@ import { getSession } from './service.js';
 
 /**
  * POST /browsers/{id}/computer/* (CONTRACT.md §2.3): validated here, then forwarded to
- * the session's agent, which drives the browser's own X display with xdotool, xwd, xclip
- * and unclutter. Headless sessions have no display: the agent answers 409 headless_session.
+ * the session's agent, which drives a headful browser's own X display with xdotool, xwd,
+ * xclip and unclutter, and a headless one through CDP on the page shown (docs/computer.md).
  */
 
 const tags = ['Browser computer control'];
@@ -77,7 +77,8 @@ export function computerRoutes(deps: AppDeps): RouteDef[] {
       path: `/browsers/{id_or_name}/computer/${operation.suffix}`,
       operationId: operation.operationId,
       summary: operation.summary,
-      description: 'Needs a headful session (headless: false, the default); a headless one answers 409 headless_session.',
+      description:
+        'Headful sessions act on their own X display; headless ones through CDP on the page shown, with the same coordinates for the same window size (see docs/computer.md).',
       tags,
       auth: 'project',
       params: browserIdParams,
