@@ -1,9 +1,9 @@
-import { fileURLToPath } from 'node:url';
 import type { Readable, Writable } from 'node:stream';
 import type { CdpGrants } from './cdp-grants.js';
 import { CappedOutput, readLines } from './output.js';
 import type { RunnerJob, RunnerMessage } from './protocol.js';
 import { REPORT_FD } from './protocol.js';
+import type { Sandbox } from '../process/sandbox.js';
 import { killRunner, spawnRunner, type RunnerProcess } from './spawn-runner.js';
 
 /**
@@ -29,7 +29,6 @@ export const PLAYWRIGHT_LIMITS = {
   drainMs: 2000,
 } as const;
 
-const RUNNER = fileURLToPath(new URL('./runner.js', import.meta.url));
 
 export interface PlaywrightExecution {
   code: string;
@@ -50,11 +49,8 @@ export interface ExecutionSite {
   /** ws:// URL of this agent's /cdp as the runner reaches it. */
   cdpUrl: string;
   grants: CdpGrants;
-  /** The session's files ("/" of the fs API): the runner's HOME and working directory. */
-  home: string;
-  tmp: string;
-  /** The session's user, when the agent runs as root. */
-  owner: { uid: number; gid: number } | undefined;
+  /** The session's process sandbox (agent/src/process/sandbox.ts): where and as whom the code runs. */
+  sandbox: Sandbox;
 }
 
 type Ending = { kind: 'reported'; message: Extract<RunnerMessage, { type: 'result' }> } | { kind: 'failed'; error: string };
@@ -62,12 +58,9 @@ type Ending = { kind: 'reported'; message: Extract<RunnerMessage, { type: 'resul
 export async function executePlaywright(site: ExecutionSite, execution: PlaywrightExecution): Promise<PlaywrightOutcome> {
   const grant = site.grants.mint();
   const timeoutMs = Math.round(execution.timeoutSec * 1000);
-  const child = spawnRunner({
-    command: process.execPath,
-    args: [`--max-old-space-size=${PLAYWRIGHT_LIMITS.heapMb}`, '--disable-warning=ExperimentalWarning', RUNNER],
-    env: { PATH: '/usr/local/bin:/usr/bin:/bin', HOME: site.home, TMPDIR: site.tmp, LANG: 'C.UTF-8', NODE_ENV: 'production' },
-    cwd: site.home,
-    ...(site.owner ? { uid: site.owner.uid, gid: site.owner.gid } : {}),
+  const child = spawnRunner(site.sandbox, {
+    nodeArgs: [`--max-old-space-size=${PLAYWRIGHT_LIMITS.heapMb}`, '--disable-warning=ExperimentalWarning'],
+    env: { NODE_ENV: 'production' },
   });
   const stdout = new CappedOutput('stdout', PLAYWRIGHT_LIMITS.outputBytes);
   const stderr = new CappedOutput('stderr', PLAYWRIGHT_LIMITS.outputBytes);

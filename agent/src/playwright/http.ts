@@ -1,11 +1,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import path from 'node:path';
 import { z } from 'zod';
 import { issuesText } from '../../../contract/launch-spec.js';
 import type { AgentState } from '../agent-state.js';
-import { parseFsLimits } from '../config.js';
-import { SessionRoot } from '../fs/session-root.js';
 import { sendJson } from '../http-json.js';
+import { processContext } from '../process/context.js';
+import { ProcessError } from '../process/errors.js';
+import type { Sandbox } from '../process/sandbox.js';
 import { cdpGrantsOf } from './cdp-grants.js';
 import { executePlaywright, PLAYWRIGHT_LIMITS, type ExecutionSite } from './execute.js';
 
@@ -30,8 +30,6 @@ const executeBody = z.object({
 
 interface Playground {
   running: number;
-  /** The session's files and user, read once from Chromium's command line. */
-  root?: Promise<SessionRoot>;
 }
 
 const playgrounds = new WeakMap<AgentState, Playground>();
@@ -57,9 +55,15 @@ export async function handlePlaywrightRequest(state: AgentState, request: Incomi
   }
   playground.running += 1;
   try {
-    playground.root ??= SessionRoot.ofChromium(chromium.pid, parseFsLimits(process.env));
-    playground.root.catch(() => (playground.root = undefined));
-    const site = siteOf(state, request, await playground.root);
+    let sandbox: Sandbox;
+    try {
+      // The sandbox of browsers.process (the session's files and user, read once).
+      sandbox = (await processContext(state)).sandbox;
+    } catch (error) {
+      if (error instanceof ProcessError) return sendJson(response, error.status, { code: error.code, message: error.message });
+      throw error;
+    }
+    const site = siteOf(state, request, sandbox);
     const outcome = await executePlaywright(site, { code: body.data.code, timeoutSec: body.data.timeout_sec ?? PLAYWRIGHT_LIMITS.defaultTimeoutSec });
     sendJson(response, 200, outcome);
   } finally {
@@ -67,16 +71,13 @@ export async function handlePlaywrightRequest(state: AgentState, request: Incomi
   }
 }
 
-function siteOf(state: AgentState, request: IncomingMessage, root: SessionRoot): ExecutionSite {
+function siteOf(state: AgentState, request: IncomingMessage, sandbox: Sandbox): ExecutionSite {
   const address = request.socket.localAddress ?? '127.0.0.1';
   const host = address.includes(':') ? `[${address}]` : address;
   return {
     cdpUrl: `ws://${host}:${request.socket.localPort}/cdp`,
     grants: cdpGrantsOf(state),
-    home: root.hostRoot,
-    // Chromium's TMPDIR (work-dir.ts), the session's own.
-    tmp: path.join(path.dirname(root.hostRoot), 'tmp'),
-    owner: root.owner,
+    sandbox,
   };
 }
 

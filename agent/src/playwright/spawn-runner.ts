@@ -1,73 +1,75 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import type { Sandbox } from '../process/sandbox.js';
 
 /**
- * How a Playwright runner is started, in one place so that it can move onto the session's
- * process sandbox (agent/src/process) without the rest of playwright/ changing.
+ * How a Playwright runner is started: in the session's process sandbox (agent/src/process/
+ * sandbox.ts), like any process of browsers.process. In embedded mode that is bubblewrap
+ * as the session's unprivileged user, no new privileges, its own pid namespace (it can
+ * signal nothing else: not the agent, not Chromium, not another session), the session's
+ * files as "/" and private /tmp and /run, so nothing of the service's or of other
+ * sessions is even visible and nothing the code leaves in /tmp outlives it. The runner,
+ * its compiled neighbours and playwright-core are bound read-only under
+ * /run/browserplane/app (the service's checkout or the image's /app: code, no secrets),
+ * and Node itself from /usr, or bound next to them when it lives elsewhere.
  *
- * As root (embedded mode), the runner is confined like this:
+ * In a browser pod without user namespaces the sandbox is "unconfined": the runner runs as
+ * the agent's own user with no new privileges, and the pod is the boundary.
  *
- *   setpriv --pdeathsig KILL          (dies with the agent, whatever becomes of it)
- *     unshare --pid --fork --kill-child --mount-proc
- *       setpriv --reuid U --regid G --clear-groups --no-new-privs --pdeathsig KILL
- *         node runner.js              (pid 1 of a pid namespace of its own)
+ * Not done here: a network namespace (the runner's own requests bypass the browser's
+ * proxy forwarder and its private-network block; the CDP connection back to this agent
+ * is over loopback).
  *
- * so the code runs as the session's unprivileged uid (the owner of the browser's files)
- * with no supplementary groups and no way to gain privileges (setuid binaries do not
- * elevate), sees only its own processes in /proc and can signal nothing else: not the
- * agent, not Chromium, not another session. File permissions keep it out of the service's
- * data dir and other sessions' work dirs (0700, other owners). When pid 1 of the
- * namespace dies, the kernel kills everything else in it, so whatever the code started
- * ends with it.
- *
- * Not done here, for the sandbox to do: a network namespace (the runner's own requests
- * bypass the browser's proxy forwarder and its private-network block) and private /tmp,
- * /var/tmp and /dev/shm (what the code leaves there outlives the session).
- *
- * Not as root (a browser pod), the runner runs as the agent's own user, with no new
- * privileges: there the pod is the boundary, as it is for Chromium.
- *
- * Either way the runner leads a process group of its own (detached), which killRunner
- * kills as a whole.
+ * The launcher leads a process group of its own (detached), which killRunner kills as a
+ * whole; bwrap's --die-with-parent and the pid namespace take everything the code started
+ * with it.
  */
 
-export interface RunnerSpawn {
-  command: string;
-  args: string[];
-  /** The whole environment: nothing of the agent's (its token above all) is inherited. */
+/** The package root: dist/agent/src/playwright/ is four levels below it. */
+const APP_ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
+const RUNNER_FROM_ROOT = 'dist/agent/src/playwright/runner.js';
+const APP_INSIDE = '/run/browserplane/app';
+const NODE_INSIDE = '/run/browserplane/node';
+
+export interface RunnerLaunch {
+  /** Node's own flags, before the runner's path. */
+  nodeArgs: string[];
+  /** The runner's environment on top of the sandbox's (PATH, HOME, LANG): nothing of the agent's. */
   env: Record<string, string>;
-  cwd: string;
-  /** The session's user; ignored unless the agent runs as root. */
-  uid?: number;
-  gid?: number;
 }
 
 /** stdin, stdout, stderr, and fd 3 for the runner's reports (protocol.ts). */
 export type RunnerProcess = ChildProcess & { pid: number };
 
-export function spawnRunner(spec: RunnerSpawn): RunnerProcess {
-  const asRoot = process.getuid?.() === 0;
-  const confined =
-    asRoot && spec.uid !== undefined && spec.gid !== undefined
-      ? [
-          'unshare',
-          '--pid',
-          '--fork',
-          '--kill-child',
-          '--mount-proc',
-          '--',
-          'setpriv',
-          `--reuid=${spec.uid}`,
-          `--regid=${spec.gid}`,
-          '--clear-groups',
-          '--no-new-privs',
-          '--pdeathsig=KILL',
-          '--',
-        ]
-      : ['setpriv', '--no-new-privs', '--'];
-  if (asRoot && confined[0] !== 'unshare') throw new Error('refusing to run Playwright code as root: the session has no user of its own');
-  const child = spawn('setpriv', ['--pdeathsig=KILL', '--', ...confined, spec.command, ...spec.args], {
-    env: spec.env,
-    cwd: spec.cwd,
+export function spawnRunner(sandbox: Sandbox, launch: RunnerLaunch): RunnerProcess {
+  const inside = sandbox.mode === 'bwrap';
+  const nodeOutside = process.execPath;
+  const nodeInUsr = nodeOutside.startsWith('/usr/');
+  const readOnly = inside
+    ? [
+        { source: path.join(APP_ROOT, 'dist'), target: `${APP_INSIDE}/dist` },
+        { source: path.join(APP_ROOT, 'node_modules'), target: `${APP_INSIDE}/node_modules` },
+        // "type": "module": the runner's .js files are ES modules.
+        { source: path.join(APP_ROOT, 'package.json'), target: `${APP_INSIDE}/package.json` },
+        ...(nodeInUsr ? [] : [{ source: nodeOutside, target: NODE_INSIDE }]),
+      ]
+    : [];
+  const node = inside && !nodeInUsr ? NODE_INSIDE : nodeOutside;
+  const runner = path.join(inside ? APP_INSIDE : APP_ROOT, RUNNER_FROM_ROOT);
+  const plan = sandbox.plan({
+    command: node,
+    args: [...launch.nodeArgs, runner],
+    env: { ...(inside ? { TMPDIR: '/tmp' } : {}), ...launch.env },
+    cwd: '/',
+    tty: false,
+    readOnly,
+  });
+  // pdeathsig: the launcher dies with the agent whatever becomes of it; no_new_privs also
+  // where the sandbox is unconfined (setuid binaries do not elevate).
+  const child = spawn('setpriv', ['--pdeathsig=KILL', '--no-new-privs', '--', plan.command, ...plan.args], {
+    env: plan.env,
+    cwd: plan.cwd,
     detached: true,
     stdio: ['pipe', 'pipe', 'pipe', 'pipe'],
   });

@@ -75,6 +75,8 @@ export interface LaunchRequest {
   /** Inside the session's "/" (already checked to be a directory there). */
   cwd: string;
   tty: boolean;
+  /** Host paths bound read-only at targets under /run/browserplane (a tmpfs: nothing is created in the session's files). */
+  readOnly?: { source: string; target: string }[];
 }
 
 const BASE_ENV = { PATH: '/usr/local/bin:/usr/bin:/bin', LANG: 'C.UTF-8' };
@@ -148,6 +150,10 @@ export class Sandbox {
     if (this.display) {
       const socket = `/tmp/.X11-unix/X${this.display.number}`;
       args.push('--ro-bind', this.display.xauthority, XAUTHORITY_INSIDE, '--bind', socket, socket);
+    }
+    for (const bind of request.readOnly ?? []) {
+      if (!bind.target.startsWith('/run/browserplane/')) throw new Error(`read-only binds go under /run/browserplane, not ${bind.target}`);
+      args.push('--ro-bind', bind.source, bind.target);
     }
     return args;
   }
