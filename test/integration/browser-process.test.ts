@@ -1,4 +1,4 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
 import { eventually } from '../support/eventually.js';
@@ -111,6 +111,15 @@ describe('the same files as the fs API', () => {
     const res = await readFile(fs, '/notes/from-process.txt');
     expect(res.status).toBe(200);
     expect(res.text).toBe('written by a process');
+  });
+
+  it('shares /tmp with the fs API and between processes: the session\'s own /tmp, not the host\'s', async () => {
+    expect((await writeFile(fs, '/tmp/from-api.txt', 'api in tmp')).status).toBe(204);
+    expect((await proc.sh('cat /tmp/from-api.txt')).stdout).toBe('api in tmp');
+    expect((await proc.sh('printf "process in tmp" > /tmp/from-process.txt')).exit_code).toBe(0);
+    expect((await proc.sh('cat /tmp/from-process.txt')).stdout).toBe('process in tmp');
+    expect((await readFile(fs, '/tmp/from-process.txt')).text).toBe('process in tmp');
+    expect(existsSync('/tmp/from-process.txt')).toBe(false);
   });
 });
 

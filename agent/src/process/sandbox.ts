@@ -44,8 +44,6 @@ const ETC_FILES = [
 ];
 /** Merged /usr: the host's /bin etc. are links into /usr, bound here as directories (bwrap 0.8 refuses an existing --symlink). */
 const USR_LINKS = ['bin', 'lib', 'lib64', 'sbin'];
-/** /tmp of a process (memory): as much as Chromium's own /tmp (isolation.ts). */
-const TMP_BYTES = 64 * 1024 * 1024;
 /** /etc and /run hold mount points and the X cookie only. */
 const SMALL_TMPFS_BYTES = 1024 * 1024;
 /** Where a headful session's X cookie is inside: a fixed path, whatever file the display keeps it in. */
@@ -142,15 +140,18 @@ export class Sandbox {
     if (!request.tty) args.push('--new-session');
     args.push('--hostname', 'browser', '--bind', this.hostRoot, '/', '--ro-bind', '/usr', '/usr');
     for (const link of USR_LINKS) args.push('--ro-bind-try', `/${link}`, `/${link}`);
-    // tmpfs over /etc, /tmp and /run: the session's root keeps empty directories only, never
-    // host files. Sized, since a tmpfs is memory: unsized, one may take half the host's.
+    // tmpfs over /etc and /run: the session's root keeps empty directories only, never host
+    // files. Sized, since a tmpfs is memory: unsized, one may take half the host's.
     args.push('--size', String(SMALL_TMPFS_BYTES), '--tmpfs', '/etc');
     for (const name of ETC_FILES) args.push('--ro-bind-try', `/etc/${name}`, `/etc/${name}`);
-    args.push('--dev', '/dev', '--proc', '/proc', '--size', String(TMP_BYTES), '--tmpfs', '/tmp', '--size', String(SMALL_TMPFS_BYTES), '--tmpfs', '/run');
-    if (this.display) {
-      const socket = `/tmp/.X11-unix/X${this.display.number}`;
-      args.push('--ro-bind', this.display.xauthority, XAUTHORITY_INSIDE, '--bind', socket, socket);
-    }
+    args.push('--dev', '/dev', '--proc', '/proc', '--size', String(SMALL_TMPFS_BYTES), '--tmpfs', '/run');
+    // /tmp is the session's own /tmp, the one the fs API names: a file put there with
+    // fs.writeFile is `cat /tmp/...` here, and the reverse (made if missing, as the user).
+    args.push('--dir', '/tmp');
+    // The display's socket is reached through its abstract name (@/tmp/.X11-unix/X<n>, in
+    // the network namespace processes share with the host), so no socket file is bound
+    // into the session's /tmp; the cookie is what keeps other displays out.
+    if (this.display) args.push('--ro-bind', this.display.xauthority, XAUTHORITY_INSIDE);
     for (const bind of request.readOnly ?? []) {
       if (!bind.target.startsWith('/run/browserplane/')) throw new Error(`read-only binds go under /run/browserplane, not ${bind.target}`);
       args.push('--ro-bind', bind.source, bind.target);
