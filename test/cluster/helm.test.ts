@@ -217,7 +217,7 @@ describe('helm install of charts/browserplane on a real node', () => {
     }
   }, 300_000);
 
-  it('leases a warm browser, drives it with Playwright over cdp_ws_url through the API Service, and releases it', async () => {
+  it('leases a warm browser, drives it with Playwright over cdp_ws_url through the API Service, runs a process, Playwright code, curl and a screenshot in its pod, and releases it', async () => {
     const lease = await kernel.browserPools.acquire('gitops-pool', { acquire_timeout_seconds: 60 });
     expect(lease.cdp_ws_url.startsWith(apiUrl.replace('http:', 'ws:'))).toBe(true);
     const browser = await chromium.connectOverCDP(lease.cdp_ws_url);
@@ -229,6 +229,19 @@ describe('helm install of charts/browserplane on a real node', () => {
     } finally {
       await browser.close();
     }
+    // What runs next to the browser works in the pod too (its agent, its container as the boundary).
+    const id = lease.session_id;
+    await kernel.browsers.fs.writeFile(id, Buffer.from('from the fs API'), { path: '/notes/pod.txt' });
+    // No user namespaces under RuntimeDefault seccomp: processes run unconfined as the pod's user, in the session's files.
+    const exec = await kernel.browsers.process.exec(id, { command: 'sh', args: ['-c', 'id -u; cat notes/pod.txt'] });
+    expect(exec.exit_code, Buffer.from(exec.stderr_b64 ?? '', 'base64').toString()).toBe(0);
+    expect(Buffer.from(exec.stdout_b64 ?? '', 'base64').toString()).toBe('10001\nfrom the fs API');
+    const executed = await kernel.browsers.playwright.execute(id, { code: "await page.setContent('<title>pw in a pod</title>'); return await page.title();" });
+    expect(executed, executed.error).toMatchObject({ success: true, result: 'pw in a pod' });
+    const curled = await kernel.browsers.curl(id, { url: `${apiUrl}/healthz` });
+    expect(curled.status).toBe(200);
+    const shot = await kernel.browsers.computer.captureScreenshot(id);
+    expect(Buffer.from(await shot.arrayBuffer()).subarray(1, 4).toString()).toBe('PNG');
     await kernel.browserPools.release('gitops-pool', { session_id: lease.session_id });
     await eventually(async () => (await kernel.browserPools.retrieve('gitops-pool')).available_count === 1, { timeoutMs: 240_000, intervalMs: 500, what: 'the released browser to be replaced', retryErrors: true });
   }, 300_000);
