@@ -109,8 +109,11 @@ export class Sandbox {
     const env = { ...BASE_ENV, HOME: '/', ...(request.tty ? { TERM: 'xterm-256color' } : {}), ...this.displayEnv(), ...request.env };
     const limit = ['prlimit', `--nproc=${this.maxTasks}:${this.maxTasks}`, '--'];
     if (this.mode === 'unconfined') {
+      // No RLIMIT_NPROC here: it counts every task of the uid on the node, and every
+      // browser pod (and the API's) runs as the same uid, so a limit sized for one session
+      // would fail the forks of all. The pod's own PID limit bounds it instead.
       const cwd = path.join(this.hostRoot, request.cwd);
-      return { command: limit[0]!, args: [...limit.slice(1), request.command, ...request.args], env: { ...env, HOME: this.hostRoot }, cwd };
+      return { command: request.command, args: request.args, env: { ...env, HOME: this.hostRoot }, cwd };
     }
     const bwrap = ['bwrap', ...this.bwrapArgs(request), ...Object.entries(env).flatMap(([name, value]) => ['--setenv', name, value])];
     bwrap.push('--chdir', request.cwd, '--', request.command, ...request.args);
