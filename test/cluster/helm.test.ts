@@ -301,8 +301,11 @@ describe('helm install of charts/browserplane on a real node', () => {
       { timeoutMs: 180_000, intervalMs: 500, what: 'the new API pod to be ready', retryErrors: true },
     );
     expect(pods).toHaveLength(1);
-    // The data outlives the rollout: the pools are still there.
-    expect((await kernel.browserPools.retrieve('gitops-pool')).id).toBe(gitopsPoolId);
+    // The data outlives the rollout: the pools are still there. The Service reaches the new
+    // pod once kube-proxy has its endpoint, a moment after the pod is Ready: until then a
+    // request can go to the old pod's address and time out.
+    const pool = await eventually(async () => kernel.browserPools.retrieve('gitops-pool', { timeout: 10_000 }), { timeoutMs: 120_000, intervalMs: 1000, what: 'the API through its Service after the rollout', retryErrors: true });
+    expect(pool.id).toBe(gitopsPoolId);
   }, 400_000);
 
   it('helm uninstall leaves no pod, lease or Secret behind but the kept encryption key', async () => {
