@@ -99,6 +99,19 @@ describe('event streams start with a real event', () => {
     expectGoDecodable(block);
     expect(JSON.parse(block.slice('data: '.length))).toMatchObject({ path: '/wire-watched/new.txt' });
   });
+
+  it('GET /browsers/{id}/process/{process_id}/stdout/stream: the head at once, then the first output as the first bytes', async () => {
+    const fs = await newFsSession(app, project);
+    // Quiet for a while, so the head must come before any output does.
+    const spawned = await project.post(`/browsers/${fs.id}/process/spawn`, { command: 'sh', args: ['-c', 'read line; echo "got $line"'] });
+    expect(spawned.status, spawned.text).toBe(200);
+    const res = await fetch(`${app.url}/browsers/${fs.id}/process/${spawned.body.process_id}/stdout/stream`, { headers: auth(project) });
+    const stdin = () => project.post(`/browsers/${fs.id}/process/${spawned.body.process_id}/stdin`, { data_b64: Buffer.from('go\n').toString('base64') });
+    const block = await firstBlock(res, stdin);
+    expect(block).toMatch(/^data: \{/);
+    expectGoDecodable(block);
+    expect(JSON.parse(block.slice('data: '.length))).toMatchObject({ stream: 'stdout', data_b64: Buffer.from('got go\n').toString('base64') });
+  });
 });
 
 describe('a timed-out acquire', () => {

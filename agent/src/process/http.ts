@@ -18,7 +18,6 @@ import { execBody, killBody, MAX_ARGV_BYTES, resizeBody, spawnBody, stdinBody, t
 const ID_ROUTE = /^\/process\/([0-9a-f-]{36})\/(status|stdin|kill|resize|stdout\/stream)$/;
 /** JSON bodies: stdin's base64 of limits.stdinBytes is the largest. */
 const bodyLimit = (ctx: ProcessContext) => Math.ceil(ctx.limits.stdinBytes / 3) * 4 + 64 * 1024;
-const SSE_KEEPALIVE_MS = 15_000;
 
 export async function handleProcessRequest(state: AgentState, request: IncomingMessage, response: ServerResponse): Promise<void> {
   const url = new URL(request.url ?? '/', 'http://agent');
@@ -119,11 +118,7 @@ async function checkedCwd(ctx: ProcessContext, cwd: string): Promise<string> {
 /** SSE: `data: {json}` frames, the kept output first, ending after the exit frame. */
 function stream(ctx: ProcessContext, id: string, response: ServerResponse): void {
   let unsubscribe: () => void = () => undefined;
-  const keepalive = setInterval(() => response.write(': keepalive\n\n'), SSE_KEEPALIVE_MS);
-  const close = () => {
-    clearInterval(keepalive);
-    unsubscribe();
-  };
+  const close = () => unsubscribe();
   const frames: string[] = [];
   let open = false;
   const write = (frame: object) => {
@@ -136,16 +131,13 @@ function stream(ctx: ProcessContext, id: string, response: ServerResponse): void
     }
   };
   // Subscribing first makes an unknown id the caller's 404 before any header goes out.
-  try {
-    unsubscribe = ctx.table.subscribe(id, write);
-  } catch (error) {
-    clearInterval(keepalive);
-    throw error;
-  }
+  unsubscribe = ctx.table.subscribe(id, write);
   response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', 'x-accel-buffering': 'no' });
   open = true;
-  // Headers go out with the first write: a quiet process must not keep the caller waiting for them.
-  response.write(': process output\n\n');
+  // Headers now, so a quiet process does not keep the caller waiting for them; no comment
+  // (and no comment keep-alive later): older Go SDK clients end a stream at a comment block
+  // (docs/wire-compatibility.md). The first bytes after the headers are a real frame.
+  response.flushHeaders();
   for (const text of frames) response.write(text);
   if (frames.some((text) => text.includes('"event":"exit"'))) {
     close();
