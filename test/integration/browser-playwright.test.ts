@@ -175,13 +175,13 @@ describe('confinement', () => {
     expect(seen.env).toEqual(['HOME', 'LANG', 'NODE_ENV', 'PATH', 'PWD', 'TMPDIR']);
   }, 60_000);
 
-  it('leaves nothing in the host\'s /tmp: the sandbox\'s /tmp is its own and ends with it', async () => {
+  it('leaves nothing in the host\'s /tmp: its /tmp is the session\'s own, the fs API\'s', async () => {
     const name = `pw-left-${process.pid}-${Date.now()}`;
     const outcome = await run(`require('fs').writeFileSync('/tmp/${name}', 'left'); return require('fs').readdirSync('/tmp');`);
     expect(outcome.success, outcome.error).toBe(true);
     expect(outcome.result).toContain(name);
     expect(existsSync(`/tmp/${name}`)).toBe(false);
-    expect(await run(`return require('fs').existsSync('/tmp/${name}');`)).toMatchObject({ success: true, result: false });
+    expect((await client.get(`/browsers/${session.id}/fs/read_file?path=/tmp/${name}`)).text).toBe('left');
   }, 60_000);
 
   it('cannot signal the agent: the kill is refused and the agent lives on', async () => {
