@@ -35,6 +35,8 @@ export interface AppSettings {
   poolLaunchConcurrency?: number | undefined;
   /** Pools start no browser below this much available memory (default 512 MiB). */
   poolMinFreeMemoryBytes?: number | undefined;
+  /** Warm spares (modules/browsers/spares.ts): how many at most (0: none) and how long a configuration stays wanted. */
+  spares?: { max: number; learnMinutes: number } | undefined;
   /** The shortest health_check_interval an auth connection may ask for (default 300 s). */
   authMinHealthCheckIntervalSeconds?: number | undefined;
   /** How long a login flow may take before it EXPIRES (default 15 min; a re-auth 5 min). */

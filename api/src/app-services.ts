@@ -3,6 +3,8 @@ import { AuthFlows } from './modules/auth-connections/engine/flows.js';
 import { PoolManager, POOL_RECONCILE_INTERVAL_MS } from './modules/browser-pools/manager.js';
 import type { CdpConnections } from './modules/browsers/cdp-proxy.js';
 import { IdleReaper, REAP_INTERVAL_MS } from './modules/browsers/reaper.js';
+import { MIN_FREE_MEMORY_BYTES } from './modules/browser-pools/fill.js';
+import { SpareKeeper, SPARE_PASS_INTERVAL_MS } from './modules/browsers/spares.js';
 
 /**
  * The app's long-lived services, made once per app by whoever composes it (the service,
@@ -14,6 +16,8 @@ export interface AppServices {
   pools: PoolManager;
   /** Login flows, health checks and re-auths. */
   flows: AuthFlows;
+  /** Warm spares for POST /browsers. Kept only where started (the API process); creates look for one whenever spares are configured. */
+  spares: SpareKeeper;
 }
 
 export interface BackgroundOptions {
@@ -23,10 +27,17 @@ export interface BackgroundOptions {
   pools?: { intervalMs?: number } | false;
   /** The job queue (health checks): false runs login flows on demand only. */
   jobs?: { pollIntervalMs?: number } | false;
+  /** The warm spares' planning pass (default SPARE_PASS_INTERVAL_MS); false or absent: no spares are started here. */
+  spares?: { intervalMs?: number } | false;
 }
 
 export function createAppServices(deps: AppDeps): AppServices {
-  return { pools: new PoolManager(deps), flows: new AuthFlows(deps) };
+  const spares = new SpareKeeper(deps, {
+    max: deps.settings.spares?.max ?? 0,
+    learnMinutes: deps.settings.spares?.learnMinutes ?? 30,
+    minFreeMemoryBytes: deps.settings.poolMinFreeMemoryBytes ?? MIN_FREE_MEMORY_BYTES,
+  });
+  return { pools: new PoolManager(deps), flows: new AuthFlows(deps), spares };
 }
 
 /** Running background work of one app, started together and stopped in the service's order. */
@@ -45,13 +56,15 @@ export async function startBackground(deps: AppDeps, services: AppServices, conn
   reaper?.start();
   const pools = options.pools === false ? undefined : services.pools;
   await pools?.start({ intervalMs: (options.pools || undefined)?.intervalMs ?? POOL_RECONCILE_INTERVAL_MS });
+  const spares = options.spares ? services.spares : undefined;
+  spares?.start({ intervalMs: options.spares ? (options.spares.intervalMs ?? SPARE_PASS_INTERVAL_MS) : SPARE_PASS_INTERVAL_MS });
   await services.flows.start({
     jobs: options.jobs !== false && options.jobs !== undefined,
     ...(options.jobs && options.jobs.pollIntervalMs ? { jobPollIntervalMs: options.jobs.pollIntervalMs } : {}),
   });
   return {
     async stopPoolsAndFlows() {
-      await Promise.all([pools?.stop(), services.flows.stop()]);
+      await Promise.all([pools?.stop(), services.flows.stop(), spares?.stop()]);
     },
     async stopReaper() {
       await reaper?.stop();

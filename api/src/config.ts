@@ -113,6 +113,22 @@ export const configSchema = z.object({
     .max(1_048_576)
     .default(512)
     .describe('Pools start no warm browser while the machine has less memory available than this'),
+  BROWSERPLANE_SPARE_BROWSERS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(256)
+    .default(2)
+    .describe(
+      'Warm spare browsers kept for the launch configurations creates ask for (learned from recent creates; 0 turns spares off); a create that matches one takes it instead of starting Chromium',
+    ),
+  BROWSERPLANE_SPARE_LEARN_MINUTES: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(10_080)
+    .default(30)
+    .describe('How long a launch configuration keeps its spare after the last create that asked for it'),
   BROWSERPLANE_STANDBY_AGENTS: z.coerce
     .number()
     .int()

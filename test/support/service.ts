@@ -101,6 +101,10 @@ export async function startService(options: StartOptions = {}): Promise<RunningS
     HOST: '127.0.0.1',
     PORT: '0',
     LOG_LEVEL: 'info',
+    // Warm spares off unless a test asks: the product's default (two spares warmed at start
+    // for the default project) would add two browsers to every service a test starts, and
+    // make "a create starts Chromium" tests take a spare instead. spares tests turn them on.
+    BROWSERPLANE_SPARE_BROWSERS: '0',
     ...options.env,
     BROWSERPLANE_DATA_DIR: dataDir,
   });

@@ -36,6 +36,11 @@ describe('config', () => {
   it('reads the pool settings: launch concurrency unset by default (the service picks from the cores), memory floor 512 MB', () => {
     expect(parseConfig({})).toMatchObject({ BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: undefined, BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: 512, BROWSERPLANE_STANDBY_AGENTS: 1 });
     expect(parseConfig({ BROWSERPLANE_STANDBY_AGENTS: '0' }).BROWSERPLANE_STANDBY_AGENTS).toBe(0);
+    expect(parseConfig({})).toMatchObject({ BROWSERPLANE_SPARE_BROWSERS: 2, BROWSERPLANE_SPARE_LEARN_MINUTES: 30 });
+    expect(parseConfig({ BROWSERPLANE_SPARE_BROWSERS: '0' }).BROWSERPLANE_SPARE_BROWSERS).toBe(0);
+    for (const env of [{ BROWSERPLANE_SPARE_BROWSERS: '-1' }, { BROWSERPLANE_SPARE_BROWSERS: 'some' }, { BROWSERPLANE_SPARE_LEARN_MINUTES: '0' }]) {
+      expect(() => parseConfig(env)).toThrow(ConfigError);
+    }
     expect(() => parseConfig({ BROWSERPLANE_STANDBY_AGENTS: '65' })).toThrow(ConfigError);
     expect(parseConfig({ BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: '4', BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB: '0' })).toMatchObject({
       BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: 4,

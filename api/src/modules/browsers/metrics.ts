@@ -15,7 +15,7 @@ export function registerBrowserMetrics(registry: client.Registry, db: Queryable)
     registers: [registry],
     async collect() {
       const { rows } = await db.query<{ phase: string; n: string }>(
-        'SELECT phase, count(*) AS n FROM browser_sessions WHERE deleted_at IS NULL GROUP BY phase',
+        'SELECT phase, count(*) AS n FROM browser_sessions WHERE deleted_at IS NULL AND spare_key IS NULL GROUP BY phase',
       );
       this.reset();
       for (const phase of ['starting', 'running']) this.set({ phase }, Number(rows.find((r) => r.phase === phase)?.n ?? 0));
@@ -28,7 +28,7 @@ export function registerBrowserMetrics(registry: client.Registry, db: Queryable)
     registers: [registry],
     async collect() {
       const { rows } = await db.query<{ reason: string; n: string }>(
-        'SELECT deleted_reason AS reason, count(*) AS n FROM browser_sessions WHERE deleted_at IS NOT NULL GROUP BY deleted_reason',
+        'SELECT deleted_reason AS reason, count(*) AS n FROM browser_sessions WHERE deleted_at IS NOT NULL AND spare_key IS NULL GROUP BY deleted_reason',
       );
       this.reset();
       for (const row of rows) this.set({ reason: row.reason ?? 'unknown' }, Number(row.n));
@@ -46,6 +46,19 @@ export function registerBrowserMetrics(registry: client.Registry, db: Queryable)
       );
       this.reset();
       for (const state of ['starting', 'idle', 'leased']) this.set({ state }, Number(rows.find((r) => r.state === state)?.n ?? 0));
+    },
+  });
+  new client.Gauge({
+    name: 'browserplane_spare_browsers',
+    help: 'Warm spare browsers waiting for a create, by phase (starting, running), all projects',
+    labelNames: ['phase'] as const,
+    registers: [registry],
+    async collect() {
+      const { rows } = await db.query<{ phase: string; n: string }>(
+        'SELECT phase, count(*) AS n FROM browser_sessions WHERE deleted_at IS NULL AND spare_key IS NOT NULL GROUP BY phase',
+      );
+      this.reset();
+      for (const phase of ['starting', 'running']) this.set({ phase }, Number(rows.find((r) => r.phase === phase)?.n ?? 0));
     },
   });
 }

@@ -114,8 +114,9 @@ export class IdleReaper {
       await this.end(row, verdict.reason);
       return;
     }
-    // A browser waiting in its pool is idle by design; only a lease can time out.
-    if (row.pool_id !== null && row.leased_at === null) return;
+    // A browser waiting in its pool, or a spare waiting for a create, is idle by design;
+    // only a lease or a session can time out.
+    if ((row.pool_id !== null && row.leased_at === null) || row.spare_key !== null) return;
     if (agent.connections > 0 || (this.options.connections?.count(row.id) ?? 0) > 0) {
       this.lastBusy.set(row.id, now);
       return;

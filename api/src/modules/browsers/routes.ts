@@ -58,7 +58,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
         200: { description: 'The running session', schema: browserSessionSchema },
         ...errorResponses(400, 404, 409, 429),
       },
-      handler: async ({ body, auth, req }) => json(await present(req)(await createSession(deps, projectScopeOf(auth), body))),
+      handler: async ({ body, auth, req }) => json(await present(req)(await createSession(deps, projectScopeOf(auth), body, services.spares))),
     }),
     defineRoute({
       method: 'get',

@@ -2,7 +2,7 @@ import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
 import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
 import { AppError, conflict, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
-import type { BrowserLaunchSpec } from '../../../../contract/browser-runtime.js';
+import type { BrowserLaunchSpec, ProxySpec } from '../../../../contract/browser-runtime.js';
 import { getOrg } from '../orgs/store.js';
 import { findProfile, markProfileUsed } from '../profiles/store.js';
 import { getLimits, shareLockLiveProject } from '../projects/store.js';
@@ -24,6 +24,7 @@ import { createCdpTokens } from './cdp-token.js';
 import { launchSpecOf } from './launch-spec.js';
 import { profileArchiveUrl } from './profile-archive.js';
 import { applyTelemetry } from './telemetry.js';
+import { claimSpare, spareKeyOf, type ClaimedSpare, type Spares } from './spare-store.js';
 
 /** How long a create waits for the browser to be ready. */
 export const LAUNCH_TIMEOUT_MS = 30_000;
@@ -55,6 +56,8 @@ export const DELETE_REASONS = {
   poolShrunk: 'pool_shrunk',
   poolRefreshed: 'pool_refreshed',
   poolResetFailed: 'pool_reset_failed',
+  spareRetired: 'spare_retired',
+  spareHandOverFailed: 'spare_hand_over_failed',
 } as const;
 
 export async function getSession(db: Queryable, scope: Scope, idOrName: string, includeDeleted = false): Promise<SessionRow> {
@@ -78,7 +81,9 @@ export function sessionConflict(error: unknown, name: string | null): unknown {
  * row inserted, all under one per-org lock, so parallel creates cannot overshoot a cap.
  * The row holds the slot from here on; the launch happens after the commit.
  */
-async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInput): Promise<{ row: SessionRow; spec: BrowserLaunchSpec }> {
+type Admitted = { row: SessionRow; spec: BrowserLaunchSpec; spare?: undefined } | { row: SessionRow; spec?: undefined; spare: ClaimedSpare; proxy: ProxySpec | undefined };
+
+async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInput, spares: Spares | undefined): Promise<Admitted> {
   const name = input.name === undefined || input.name === '' ? null : input.name;
   const id = newId('bs');
   // Minted before the row exists, so a failure here leaves no session holding a slot.
@@ -97,6 +102,22 @@ async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInp
       const now = deps.clock.now();
       if (profile) await markProfileUsed(tx, profile.id, now);
       const viewport = { ...DEFAULT_VIEWPORT, ...input.viewport };
+      // A profile is loaded at start, per session: only a create without one can take a spare.
+      if (spares?.enabled && !profile) {
+        const key = spareKeyOf({ headless: input.headless ?? false, stealth: input.stealth ?? false, kiosk_mode: input.kiosk_mode ?? false, chrome_policy: input.chrome_policy ?? {} });
+        const spare = await claimSpare(tx, scope, key, {
+          name,
+          startUrl: input.start_url ?? null,
+          timeoutSeconds: input.timeout_seconds ?? DEFAULT_TIMEOUT_SECONDS,
+          proxyId: proxy?.row.id ?? null,
+          viewport,
+          tags: input.tags ?? {},
+          telemetry: applyTelemetry(null, input.telemetry),
+          invocationId: input.invocation_id ?? null,
+          now,
+        });
+        if (spare) return { row: (await findSession(tx, scope, spare.id))!, spare, proxy: proxy?.endpoint };
+      }
       await insertSession(tx, scope, {
         id,
         name,
@@ -191,8 +212,18 @@ function concurrencyLimitExceeded(message: string, code: string, cap: number, ac
  * listens. A launch that fails or times out leaves no browser and a deleted row with the
  * reason; the caller gets a 5xx that the SDK is told not to retry (a retry would launch again).
  */
-export async function createSession(deps: AppDeps, scope: Scope, input: CreateBrowserInput): Promise<SessionRow> {
-  const { row, spec } = await admitSession(deps, scope, input);
+export async function createSession(deps: AppDeps, scope: Scope, input: CreateBrowserInput, spares?: Spares): Promise<SessionRow> {
+  const admitted = await admitSession(deps, scope, input, spares);
+  // After this create's own launch, so a replacement spare does not compete with it.
+  try {
+    if (admitted.spare) return await handOverSpare(deps, admitted.row, admitted.spare, admitted.proxy);
+    return await launchNew(deps, scope, admitted.row, admitted.spec);
+  } finally {
+    spares?.poke();
+  }
+}
+
+async function launchNew(deps: AppDeps, scope: Scope, row: SessionRow, spec: BrowserLaunchSpec): Promise<SessionRow> {
   await launchAdmitted(deps, row, spec);
   const running = await findSession(deps.db, scope, row.id, { includeDeleted: true });
   if (!running || running.deleted_at !== null) {
@@ -201,6 +232,37 @@ export async function createSession(deps: AppDeps, scope: Scope, input: CreateBr
     throw conflict('browser_deleted', 'The browser session was deleted while it was starting');
   }
   return running;
+}
+
+/**
+ * A claimed spare becomes the caller's browser: the settings a create may set after launch
+ * are applied to it (proxy, a viewport other than the one it started with, start_url), as
+ * PATCH and a pool lease apply them. If the browser cannot take them, the session ends and
+ * the caller gets the launch error a cold create would give.
+ */
+async function handOverSpare(deps: AppDeps, row: SessionRow, spare: ClaimedSpare, proxy: ProxySpec | undefined): Promise<SessionRow> {
+  try {
+    const viewport = { width: row.viewport_width, height: row.viewport_height, refresh_rate: row.viewport_refresh_rate };
+    const resize = viewport.width !== spare.launchedViewport.width || viewport.height !== spare.launchedViewport.height || viewport.refresh_rate !== spare.launchedViewport.refresh_rate;
+    if (proxy || resize) {
+      await deps.runtime.applySettings(row.id, {
+        ...(proxy ? { proxy } : {}),
+        ...(resize ? { viewport: { width: viewport.width, height: viewport.height, refreshRate: viewport.refresh_rate } } : {}),
+      });
+    }
+  } catch (error) {
+    deps.log.error({ err: error, sessionId: row.id }, 'a claimed spare could not take the create’s settings');
+    await endSession(deps, row, DELETE_REASONS.spareHandOverFailed).catch(() => undefined);
+    throw new AppError(502, 'browser_launch_failed', 'The browser could not be started', { shouldRetry: false, cause: error });
+  }
+  if (row.start_url !== null) {
+    // Best effort, as a cold start's first tab is: a page that fails to load shows its error page.
+    await deps.runtime
+      .reset(row.id, { startUrl: row.start_url, signal: deps.shutdown })
+      .catch((error: unknown) => deps.log.warn({ err: error, sessionId: row.id }, 'opening the start_url in a claimed spare failed; the browser keeps its blank page'));
+  }
+  deps.log.info({ sessionId: row.id }, 'browser session created from a warm spare');
+  return row;
 }
 
 /**

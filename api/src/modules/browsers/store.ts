@@ -41,6 +41,8 @@ export interface SessionRow {
   pool_generation: number | null;
   leased_at: Date | null;
   lease_seq: number;
+  /** Set while the row is a warm spare nobody has claimed (spares.ts); a session then has null. */
+  spare_key: string | null;
   /** Joined from browser_pools. */
   pool_name: string | null;
   /** Joined from profiles. */
@@ -53,7 +55,7 @@ export interface SessionRow {
 const COLUMNS = `s.id, s.org_id, s.project_id, s.name, s.headless, s.stealth, s.gpu, s.kiosk_mode, s.start_url,
     s.timeout_seconds, s.proxy_id, s.profile_id, s.profile_save_changes, s.viewport_width, s.viewport_height,
     s.viewport_refresh_rate, s.chrome_policy, s.tags, s.telemetry, s.invocation_id, s.phase, s.agent_url, s.started_at,
-    s.created_at, s.updated_at, s.deleted_at, s.deleted_reason, s.pool_id, s.pool_generation, s.leased_at, s.lease_seq,
+    s.created_at, s.updated_at, s.deleted_at, s.deleted_reason, s.pool_id, s.pool_generation, s.leased_at, s.lease_seq, s.spare_key,
     bp.name AS pool_name,
     p.name AS profile_name, p.created_at AS profile_created_at, p.updated_at AS profile_updated_at,
     p.last_used_at AS profile_last_used_at`;
@@ -66,9 +68,10 @@ const SELECT = selectSessionsFrom('browser_sessions');
 
 /**
  * What clients see as sessions: every browser outside pools, and a pool's browser while it
- * is leased (or ended after a lease). A browser waiting idle in its pool is nobody's session.
+ * is leased (or ended after a lease). A browser waiting idle in its pool is nobody's
+ * session, nor is a warm spare (claimed, it has no spare_key any more).
  */
-const VISIBLE = `(s.pool_id IS NULL OR s.leased_at IS NOT NULL OR (s.deleted_at IS NOT NULL AND s.lease_seq > 0))`;
+const VISIBLE = `(s.spare_key IS NULL AND (s.pool_id IS NULL OR s.leased_at IS NOT NULL OR (s.deleted_at IS NOT NULL AND s.lease_seq > 0)))`;
 
 const nameKey = (name: string | null) => (name === null ? null : foldName(name));
 
@@ -91,6 +94,8 @@ export interface NewSession {
   invocationId: string | null;
   /** A browser warmed for a pool, made with the pool's configuration of this generation. */
   pool?: { id: string; generation: number };
+  /** A warm spare for creates with these launch settings (spares.ts). */
+  spareKey?: string;
   now: Date;
 }
 
@@ -98,8 +103,8 @@ export async function insertSession(db: Queryable, scope: Scope, s: NewSession):
   await db.query(
     `INSERT INTO browser_sessions (id, org_id, project_id, name, name_key, headless, stealth, gpu, kiosk_mode, start_url,
         timeout_seconds, proxy_id, profile_id, profile_save_changes, viewport_width, viewport_height, viewport_refresh_rate,
-        chrome_policy, tags, telemetry, invocation_id, phase, created_at, updated_at, pool_id, pool_generation)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, 'starting', $22, $22, $23, $24)`,
+        chrome_policy, tags, telemetry, invocation_id, phase, created_at, updated_at, pool_id, pool_generation, spare_key)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, 'starting', $22, $22, $23, $24, $25)`,
     [
       s.id,
       scope.orgId,
@@ -125,6 +130,7 @@ export async function insertSession(db: Queryable, scope: Scope, s: NewSession):
       s.now,
       s.pool?.id ?? null,
       s.pool?.generation ?? null,
+      s.spareKey ?? null,
     ],
   );
 }
@@ -279,11 +285,14 @@ export async function updateSession(db: Queryable, id: string, change: SessionCh
   return rowCount === 1;
 }
 
-/** Live sessions of the project and of the org, for the concurrency caps. */
+/**
+ * Live sessions of the project and of the org, for the concurrency caps. Warm spares do not
+ * count (the service's, not the caller's); spares.ts keeps them within the room the caps leave.
+ */
 export async function countLiveSessions(db: Queryable, scope: Scope): Promise<{ project: number; org: number }> {
   const { rows } = await db.query<{ project: number; org: number }>(
     `SELECT count(*) FILTER (WHERE project_id = $2)::int AS project, count(*)::int AS org
-       FROM browser_sessions WHERE org_id = $1 AND deleted_at IS NULL`,
+       FROM browser_sessions WHERE org_id = $1 AND deleted_at IS NULL AND spare_key IS NULL`,
     [scope.orgId, scope.projectId],
   );
   return rows[0] ?? { project: 0, org: 0 };
@@ -291,7 +300,8 @@ export async function countLiveSessions(db: Queryable, scope: Scope): Promise<{ 
 
 export async function countLiveProjectSessions(db: Queryable, projectId: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
-    'SELECT count(*)::int AS n FROM browser_sessions WHERE project_id = $1 AND deleted_at IS NULL',
+    // A project's spares do not keep it: they end with it (spares.ts).
+    'SELECT count(*)::int AS n FROM browser_sessions WHERE project_id = $1 AND deleted_at IS NULL AND spare_key IS NULL',
     [projectId],
   );
   return rows[0]?.n ?? 0;

@@ -176,7 +176,7 @@ export async function shareLockLiveProject(db: Queryable, orgId: string, idOrNam
 /** What /org/limits reports as used: live browser sessions (leased pool browsers included) and auth connections, org-wide. */
 export async function countOrgUsage(db: Queryable, orgId: string): Promise<{ sessions: number; authConnections: number }> {
   const { rows } = await db.query<{ sessions: number; auth_connections: number }>(
-    `SELECT (SELECT count(*)::int FROM browser_sessions WHERE org_id = $1 AND deleted_at IS NULL) AS sessions,
+    `SELECT (SELECT count(*)::int FROM browser_sessions WHERE org_id = $1 AND deleted_at IS NULL AND spare_key IS NULL) AS sessions,
             (SELECT count(*)::int FROM auth_connections WHERE org_id = $1) AS auth_connections`,
     [orgId],
   );
