@@ -3,15 +3,14 @@ import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '..
 import { AppError, conflict, notFound } from '../../http/errors.js';
 import { newId } from '../../ids.js';
 import type { BrowserLaunchSpec, ProxySpec } from '../../../../contract/browser-runtime.js';
-import { getOrg } from '../orgs/store.js';
 import { findProfile, markProfileUsed } from '../profiles/store.js';
-import { getLimits, shareLockLiveProject } from '../projects/store.js';
+import { shareLockLiveProject } from '../projects/store.js';
 import { proxyEndpoint } from '../proxies/service.js';
 import { findProxy } from '../proxies/store.js';
 import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_VIEWPORT, type CreateBrowserInput } from './schema.js';
 import {
   countLiveProjectSessions,
-  countLiveSessions,
+  readSessionCaps,
   findSession,
   insertSession,
   lockOrgSessionCreates,
@@ -179,9 +178,8 @@ async function requireLiveInvocation(db: Queryable, scope: Scope, id: string): P
 
 /** The project's cap (its own, else the org's default for projects; null: none), the org's cap, and what is live. */
 async function sessionCaps(deps: AppDeps, db: Queryable, scope: Scope) {
-  const projectCap =
-    (await getLimits(db, scope.projectId)).max_concurrent_sessions ?? (await getOrg(db, scope.orgId)).default_project_max_concurrent_sessions;
-  return { projectCap, orgCap: deps.settings.orgMaxConcurrentSessions, live: await countLiveSessions(db, scope) };
+  const caps = await readSessionCaps(db, scope);
+  return { projectCap: caps.projectCap ?? caps.orgDefaultProjectCap, orgCap: deps.settings.orgMaxConcurrentSessions, live: caps.live };
 }
 
 async function enforceCaps(deps: AppDeps, db: Queryable, scope: Scope): Promise<void> {

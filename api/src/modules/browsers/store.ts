@@ -286,16 +286,24 @@ export async function updateSession(db: Queryable, id: string, change: SessionCh
 }
 
 /**
- * Live sessions of the project and of the org, for the concurrency caps. Warm spares do not
- * count (the service's, not the caller's); spares.ts keeps them within the room the caps leave.
+ * The caps and what counts against them, in one round trip (a create's admission reads them
+ * under the org's lock): the project's own cap, the org's default for projects, and the live
+ * sessions of the project and of the org. Warm spares do not count (the service's, not the
+ * caller's); spares.ts keeps them within the room the caps leave.
  */
-export async function countLiveSessions(db: Queryable, scope: Scope): Promise<{ project: number; org: number }> {
-  const { rows } = await db.query<{ project: number; org: number }>(
-    `SELECT count(*) FILTER (WHERE project_id = $2)::int AS project, count(*)::int AS org
+export async function readSessionCaps(
+  db: Queryable,
+  scope: Scope,
+): Promise<{ projectCap: number | null; orgDefaultProjectCap: number | null; live: { project: number; org: number } }> {
+  const { rows } = await db.query<{ project_cap: number | null; org_default: number | null; project: number; org: number }>(
+    `SELECT (SELECT max_concurrent_sessions FROM project_limits WHERE project_id = $2) AS project_cap,
+            (SELECT default_project_max_concurrent_sessions FROM orgs WHERE id = $1) AS org_default,
+            count(*) FILTER (WHERE project_id = $2)::int AS project, count(*)::int AS org
        FROM browser_sessions WHERE org_id = $1 AND deleted_at IS NULL AND spare_key IS NULL`,
     [scope.orgId, scope.projectId],
   );
-  return rows[0] ?? { project: 0, org: 0 };
+  const row = rows[0]!;
+  return { projectCap: row.project_cap, orgDefaultProjectCap: row.org_default, live: { project: row.project, org: row.org } };
 }
 
 export async function countLiveProjectSessions(db: Queryable, projectId: string): Promise<number> {
