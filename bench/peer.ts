@@ -24,11 +24,11 @@ import { CHROMIUM } from './chromium.js';
 import { installBrowserless, liveGroups, signalGroup, startBrowserless, type RunningBrowserless } from './peer-browserless.js';
 import { cleanupServices, startService, type RunningService } from '../test/support/service.js';
 
-const ROUNDS = Number(process.env.BENCH_PEER_ROUNDS ?? 10);
+const ROUNDS = positiveInteger('BENCH_PEER_ROUNDS', 10);
 const PEER = process.env.BENCH_PEER ?? '';
-const POOL_SIZE = Number(process.env.BENCH_PEER_POOL_SIZE ?? 3);
+const POOL_SIZE = positiveInteger('BENCH_PEER_POOL_SIZE', 3);
 // Long enough for a closed browser, or the standby agent started after a create, to settle.
-const SETTLE_MS = Number(process.env.BENCH_PEER_SETTLE_MS ?? 1000);
+const SETTLE_MS = positiveInteger('BENCH_PEER_SETTLE_MS', 1000);
 const STEP_TIMEOUT_MS = 60_000;
 const POOL_FILL_TIMEOUT_MS = 120_000;
 
@@ -145,7 +145,10 @@ async function rawChromium(user: SystemUser | undefined, pageUrl: string): Promi
           resolve(found[1]!);
         }
       });
-      void exited.then(() => reject(new Error(`raw Chromium exited: ${stderr.slice(-500)}`)));
+      void exited.then(() => {
+        clearTimeout(timer);
+        reject(new Error(`raw Chromium exited: ${stderr.slice(-500)}`));
+      });
     });
     return await connectAndLoad(wsUrl, pageUrl, t0);
   } finally {
@@ -242,6 +245,12 @@ function printResults(contenders: Contender[]): void {
     const connected = quantile(samples.map((s) => s.connectedMs), 0.5);
     console.log(`| ${name} | ${samples.length} | ${connected.toFixed(0)} | ${p50.toFixed(0)} | ${p90.toFixed(0)} | ${(p50 / base50).toFixed(2)}x | ${(p90 / base90).toFixed(2)}x |`);
   }
+}
+
+function positiveInteger(name: string, fallback: number): number {
+  const value = Number(process.env[name] ?? fallback);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`${name}=${process.env[name]}: expected a positive integer`);
+  return value;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
