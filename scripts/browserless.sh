@@ -41,6 +41,8 @@ mkdir -p "$root"
 # One installer at a time: a second bench run waits rather than installing beside it.
 exec 9>"$root/.lock"
 flock 9
+# Holding the lock, any staging directory left is from an install that was killed.
+rm -rf "$root"/.node-* "$root"/.browserless-*
 
 # Each install goes to a temporary directory in the same file system and is renamed into
 # place once it works, so an interrupted install is never mistaken for a finished one.
