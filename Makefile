@@ -5,7 +5,7 @@ NPM ?= npm
 VITEST := node_modules/.bin/vitest
 DEPS_STAMP := node_modules/.deps-stamp
 
-.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s test-cluster test-faults soak k8s-binaries helm-binary fuzz reliability bench clean images test-images
+.PHONY: help run test build crds deps system-packages test-packages lint typecheck test-unit test-integration test-e2e test-k8s test-cluster test-faults soak k8s-binaries helm-binary fuzz reliability bench bench-peer clean images test-images
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -97,6 +97,9 @@ bench: build system-packages ## Benchmarks; print figures and ratios against a b
 	node dist/bench/spares.js
 	node dist/bench/pools.js
 	node dist/bench/load.js
+
+bench-peer: build system-packages ## Peer benchmark: installs Browserless (pinned, cached in ~/.cache/browserplane/peers) and times connect → page loaded beside raw Chromium and Browserplane's create and acquire
+	BENCH_PEER=browserless node dist/bench/peer.js
 
 clean: ## Remove build output (keeps .data)
 	rm -rf dist .test-results
