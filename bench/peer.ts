@@ -71,13 +71,14 @@ async function main(): Promise<void> {
       await pages.close();
     })());
   try {
-    service = await startService({ inheritEnv: true, echoStderr: true });
+    // The product's defaults: warm spares on, so a create that matches one takes it.
+    service = await startService({ inheritEnv: true, echoStderr: true, env: { BROWSERPLANE_SPARE_BROWSERS: process.env.BROWSERPLANE_SPARE_BROWSERS ?? '2' } });
     const api = apiOf(service);
     poolRoute = `/browser_pools/${(await api('POST', '/browser_pools', { name: 'bench-peer', size: POOL_SIZE, fill_rate_per_minute: 6000, headless: true })).id as string}`;
     await waitForIdle(api, poolRoute);
     const contenders: Contender[] = [
       { name: 'raw Chromium: spawn → loaded (baseline)', measure: (url) => rawChromium(user, url), samples: [] },
-      { name: 'Browserplane: POST /browsers → loaded', measure: (url) => browserplaneCreate(api, url), samples: [] },
+      { name: 'Browserplane: POST /browsers → loaded (warm spares on)', measure: (url) => browserplaneCreate(api, url), samples: [] },
       { name: `Browserplane: acquire (pool of ${POOL_SIZE}) → loaded`, measure: (url) => browserplaneAcquire(api, poolRoute!, url), samples: [] },
     ];
     if (installed) {
