@@ -154,6 +154,22 @@ export async function listSpares(db: Queryable): Promise<SpareRow[]> {
 }
 
 /**
+ * Ends these spares, those still unclaimed: the row lock makes a claim in flight finish
+ * first, and a claimed row (spare_key cleared) is a session the retirement must not touch.
+ * The ids returned are the browsers to close.
+ */
+export async function retireSpares(db: Queryable, ids: string[], reason: string, now: Date): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const { rows } = await db.query<{ id: string }>(
+    `UPDATE browser_sessions SET deleted_at = $2, deleted_reason = $3, updated_at = $2
+      WHERE id = ANY($1::text[]) AND spare_key IS NOT NULL AND deleted_at IS NULL
+      RETURNING id`,
+    [ids, now, reason],
+  );
+  return rows.map((row) => row.id);
+}
+
+/**
  * One replica plans the spares at a time, until its transaction ends: two replicas
  * planning at once would each start the missing spare.
  */

@@ -6,8 +6,8 @@ import { newId } from '../../ids.js';
 import type { BrowserLaunchSpec } from '../../../../contract/browser-runtime.js';
 import { launchSpecOf } from './launch-spec.js';
 import { DEFAULT_TIMEOUT_SECONDS, DEFAULT_VIEWPORT } from './schema.js';
-import { DELETE_REASONS, endSession, launchAdmitted, sessionRoom } from './service.js';
-import { defaultProjects, demandOf, listSpares, recentDemand, tryLockSparePlanning, type Demand, type SpareRow, type Spares } from './spare-store.js';
+import { DELETE_REASONS, launchAdmitted, sessionRoom, TERMINATE_GRACE_MS } from './service.js';
+import { defaultProjects, demandOf, listSpares, recentDemand, retireSpares, tryLockSparePlanning, type Demand, type SpareRow, type Spares } from './spare-store.js';
 import { insertSession, lockOrgSessionCreates } from './store.js';
 
 /** Defaults of the settings (docs/performance.md). */
@@ -107,6 +107,7 @@ export class SpareKeeper implements Spares {
   private async pass(): Promise<void> {
     const toLaunch: { demand: Demand; id: string; spec: BrowserLaunchSpec }[] = [];
     const toRetire: SpareRow[] = [];
+    let retired: string[] = [];
     await inTransaction(this.deps.db, async (tx) => {
       if (!(await tryLockSparePlanning(tx))) return;
       const wanted = await this.wanted(tx);
@@ -117,7 +118,8 @@ export class SpareKeeper implements Spares {
       for (const spare of live) {
         const slot = `${spare.project_id}/${spare.spare_key}`;
         if (wantedKeys.has(slot) && !kept.has(slot)) kept.set(slot, spare);
-        else toRetire.push(spare);
+        // One still starting is left to its launch: the next pass after it runs decides.
+        else if (spare.phase === 'running') toRetire.push(spare);
       }
       // Within the room the caps leave: a project's spares beyond it are closed, and a
       // missing spare starts only where there is room for one more.
@@ -129,7 +131,7 @@ export class SpareKeeper implements Spares {
         const room = await this.roomFor(tx, demand);
         if (spare) {
           if (already < room) perOrg.set(demand.scope.orgId, already + 1);
-          else toRetire.push(spare);
+          else if (spare.phase === 'running') toRetire.push(spare);
           continue;
         }
         if (already >= room || !this.mayLaunch(demand.key, toLaunch.length)) continue;
@@ -139,12 +141,12 @@ export class SpareKeeper implements Spares {
         const spec = launchSpecOf(id, demand.scope, makeOf(demand), { saveProfile: false, labels: { 'browserplane.dev/spare': 'true' } });
         toLaunch.push({ demand, id, spec });
       }
+      retired = await retireSpares(tx, toRetire.map((spare) => spare.id), DELETE_REASONS.spareRetired, this.deps.clock.now());
     });
-    for (const spare of toRetire) {
-      this.deps.log.info({ sessionId: spare.id, projectId: spare.project_id }, 'closing a warm spare nobody needs now');
-      await endSession(this.deps, spare, DELETE_REASONS.spareRetired).catch((error: unknown) =>
-        this.deps.log.warn({ err: error, sessionId: spare.id }, 'closing a warm spare failed; the next pass retries'),
-      );
+    for (const id of retired) {
+      this.deps.log.info({ sessionId: id }, 'closing a warm spare nobody needs now');
+      // The row has ended: a browser that outlives a failed close is the reaper's (no live row).
+      await this.deps.runtime.terminate(id, { graceMs: TERMINATE_GRACE_MS }).catch((error: unknown) => this.deps.log.warn({ err: error, sessionId: id }, 'closing a warm spare failed'));
     }
     for (const launch of toLaunch) {
       const running = this.warm(launch.demand, launch.id, launch.spec).finally(() => {
