@@ -22,6 +22,9 @@ import type { ProfileTarget } from './profile.js';
 import { endSessionProcesses } from './process/session-end.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
 
+/** How long after ready the proxy forwarder loads proxy-chain unless Chromium needs it sooner (see startOnce). */
+const PROXY_LOAD_DELAY_MS = 1000;
+
 /** Exit codes the runtime reads: anything but 0 means the browser is Failed. */
 export const EXIT = { clean: 0, startFailed: 1, badConfig: 2, chromiumCrashed: 3 } as const;
 
@@ -60,6 +63,9 @@ export class BrowserAgent {
   /** Resets run one after the other. */
   private resetting: Promise<unknown> = Promise.resolve();
   private orphanTimer?: NodeJS.Timeout;
+  /** Called once the phase leaves 'starting' (ready, failed or stopping): a waiting GET /health answers then. */
+  private settle!: () => void;
+  private readonly settled = new Promise<void>((resolve) => (this.settle = resolve));
 
   constructor(
     private readonly config: AgentConfig,
@@ -86,10 +92,13 @@ export class BrowserAgent {
     forwarding.catch(() => undefined);
     const user = await chromiumUser;
     this.dirs = await prepareWorkDir(this.config.workDir, user);
+    const workDirReady = Date.now();
     // Chromium takes 200-400 ms to answer CDP; the HTTP side loads and listens meanwhile,
     // which keeps ws and the server (about 60 ms of module loading) off the launch path.
+    let spawnedAt = 0;
     const launched = Promise.all([this.startDisplay(user), this.prepareLaunchExtras(user, forwarding), this.restoreProfile(user)]).then(() =>
       launchBrowser({
+        onSpawn: () => (spawnedAt = Date.now()),
         config: this.config,
         dirs: this.dirs!,
         display: this.display,
@@ -104,6 +113,7 @@ export class BrowserAgent {
     await Promise.all([listening, launched.catch(() => undefined)]);
     await listening;
     const chromium = await launched;
+    const answeredAt = Date.now();
     // Off the launch path (Chromium answers slowly while it starts: 100-300 ms here), but
     // before any client: clients wait for it, so none has changed a cookie yet.
     this.cookieBaseline = this.captureCookieBaseline(chromium);
@@ -111,8 +121,18 @@ export class BrowserAgent {
     this.chromium = chromium;
     if (this.stopping) return;
     this.phase = 'ready';
-    this.log.info({ ms: Date.now() - started, chromium_pid: chromium.pid, sandbox: chromium.sandbox }, 'browser ready');
-    void this.forwarder?.load();
+    this.settle();
+    // The first client's CDP connection is attached now, while the service records the
+    // session and answers its caller, rather than on that client's clock (cdp/mux.ts).
+    chromium.cdp.prepareConnection();
+    // Where a start's time went, for profiling a create: all but chromium_ms is the agent's.
+    const split = { work_dir_ms: workDirReady - started, spawn_ms: spawnedAt - started, chromium_ms: answeredAt - spawnedAt };
+    this.log.info({ ms: Date.now() - started, ...split, chromium_pid: chromium.pid, sandbox: chromium.sandbox }, 'browser ready');
+    // proxy-chain takes 50-500 ms of the agent's CPU to load (its event loop stalls
+    // meanwhile): right at ready it held up the first client's upgrade and commands, which
+    // come within ~100 ms. It loads a moment later, or at Chromium's first connection to
+    // the forwarder (a start URL, the first navigation) if that comes first (proxy.ts).
+    setTimeout(() => void (this.stopping ? undefined : this.forwarder?.load()), PROXY_LOAD_DELAY_MS).unref();
     void chromium.exited.then((exit) => this.onChromiumExit(exit));
     this.watchForOrphaning();
   }
@@ -150,6 +170,7 @@ export class BrowserAgent {
     if (this.stopping) return;
     this.log.error({ err: error, stderr_tail: error instanceof ChromiumStartError ? error.stderrTail : undefined }, 'browser failed to start');
     this.phase = 'stopping';
+    this.settle();
     if (this.chromium) await killProcessGroup(this.chromium.pid);
     await this.display?.stop();
     await this.releaseLaunchExtras();
@@ -178,6 +199,7 @@ export class BrowserAgent {
         },
       },
       this.log,
+      { settled: () => this.settled },
     );
     this.bridge = bridge;
     this.server = server;
@@ -341,6 +363,7 @@ export class BrowserAgent {
     clearInterval(this.orphanTimer);
     this.log.info({ reason, grace_ms: graceMs }, 'shutting down');
     this.phase = 'stopping';
+    this.settle();
     this.bridge?.closeAll();
     closeAllBidiClients();
     // A shutdown during start-up cuts Chromium's start short and waits for the start to

@@ -43,10 +43,12 @@ export interface BrowserLaunch {
   binds: BindMount[];
   signal: AbortSignal;
   log: Logger;
+  /** Called as Chromium (or its wrapper) is spawned, for the start's timings. */
+  onSpawn?: () => void;
 }
 
 /** As root without an unprivileged user the sandbox cannot work; elsewhere it is tried first. */
-export async function launchBrowser({ config, dirs, display, user, extraFlags, binds, signal, log }: BrowserLaunch): Promise<RunningChromium> {
+export async function launchBrowser({ config, dirs, display, user, extraFlags, binds, signal, log, onSpawn }: BrowserLaunch): Promise<RunningChromium> {
   const sandbox = !(process.getuid?.() === 0 && !user);
   const launchOptions = {
     executable: findChromium(config.chromePath),
@@ -61,6 +63,7 @@ export async function launchBrowser({ config, dirs, display, user, extraFlags, b
     startTimeoutMs: config.startTimeoutMs,
     signal,
     log,
+    ...(onSpawn ? { onSpawn } : {}),
   };
   try {
     return await launchChromium({ ...launchOptions, sandbox });

@@ -105,6 +105,8 @@ interface LaunchOptions {
   /** A shutdown during start-up: stop waiting and kill what was started. */
   signal: AbortSignal;
   log: Logger;
+  /** Called right after the spawn (for the start's timings). */
+  onSpawn?: () => void;
 }
 
 export class ChromiumStartError extends Error {
@@ -136,6 +138,7 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
       ...options.display?.env,
     },
   });
+  options.onSpawn?.();
   log.debug({ chromium_pid: child.pid, args }, 'chromium spawned');
   let wrapperTail = '';
   if (options.wrap) child.stderr!.on('data', (chunk: Buffer | string) => (wrapperTail = (wrapperTail + chunk.toString()).slice(-500)));

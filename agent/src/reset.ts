@@ -131,9 +131,13 @@ export interface CdpCookie {
   partitionKeyOpaque?: boolean;
 }
 
-/** The browser's cookies now, for the baseline; the agent calls it before any client can connect. */
+/**
+ * The browser's cookies now, for the baseline; the agent calls it before any client can
+ * connect. On the pipe's own session: one round trip to Chromium, where a connection of
+ * its own took three (attach, read, detach), and clients' upgrades wait for it.
+ */
 export async function captureCookies(chromium: RunningChromium): Promise<CdpCookie[]> {
-  return withBrowserCdp(chromium.cdp, async (cdp) => (await cdp.send<{ cookies: CdpCookie[] }>('Storage.getCookies')).cookies);
+  return (await chromium.cdp.command<{ cookies: CdpCookie[] }>('Storage.getCookies')).cookies;
 }
 
 export interface ResetTarget {

@@ -26,9 +26,17 @@ const UPGRADES: Record<string, () => Promise<UpgradeHandler>> = {
   [VNC_PATH]: async () => (await import('./live/vnc.js')).handleVncUpgrade,
 };
 
-export function createAgentServer(state: AgentState, log: Logger): http.Server {
+/** The longest GET /health?wait_ms= holds its answer while the browser starts. */
+export const MAX_HEALTH_WAIT_MS = 5000;
+
+export interface AgentServerOptions {
+  /** Resolves once the phase is no longer 'starting' (ready, or given up): ends a waiting /health. */
+  settled?: () => Promise<void>;
+}
+
+export function createAgentServer(state: AgentState, log: Logger, options: AgentServerOptions = {}): http.Server {
   const server = http.createServer((request, response) => {
-    route(state, request, response).catch((error: unknown) => {
+    route(state, request, response, options).catch((error: unknown) => {
       log.error({ err: error, url: request.url }, 'request failed');
       if (!response.headersSent) sendJson(response, 500, { code: 'internal_error', message: 'internal error' });
       else response.destroy();
@@ -71,8 +79,9 @@ function upgrade(state: AgentState, request: IncomingMessage, socket: Duplex, he
   );
 }
 
-async function route(state: AgentState, request: IncomingMessage, response: ServerResponse): Promise<void> {
-  const path = new URL(request.url ?? '/', 'http://agent').pathname.replace(/\/+$/, '') || '/';
+async function route(state: AgentState, request: IncomingMessage, response: ServerResponse, options: AgentServerOptions): Promise<void> {
+  const url = new URL(request.url ?? '/', 'http://agent');
+  const path = url.pathname.replace(/\/+$/, '') || '/';
   const key = `${request.method} ${path}`;
   const refusal = originRefusal(request);
   if (refusal) return sendJson(response, refusal.status, { code: refusal.code, message: refusal.message });
@@ -84,7 +93,16 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
     // count as the service polling: a page must not keep an orphaned agent alive.
     if (!authorized) return sendJson(response, status, { status: state.phase() });
     state.healthPolled();
-    return sendJson(response, status, health(state));
+    // The runtime waits for the start here rather than polling: the answer leaves the
+    // moment Chromium is ready, with no poll interval and no requests competing with
+    // Chromium's start for the CPU.
+    const waitMs = healthWaitMs(url.searchParams.get('wait_ms'));
+    if (waitMs > 0 && state.phase() === 'starting' && options.settled) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([options.settled(), new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+      clearTimeout(timer);
+    }
+    return sendJson(response, state.phase() === 'ready' ? 200 : 503, health(state));
   }
   if (!authorized) return sendJson(response, UNAUTHORIZED.status, { code: UNAUTHORIZED.code, message: UNAUTHORIZED.message });
   if (key === 'GET /json/version') return jsonVersion(state, request, response);
@@ -113,6 +131,12 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
   if (key === 'POST /curl') return (await import('./curl/http.js')).handleCurlRequest(state, request, response);
   if (path.startsWith('/process/')) return (await import('./process/http.js')).handleProcessRequest(state, request, response);
   sendJson(response, 404, { code: 'route_not_found', message: `no route for ${key}` });
+}
+
+/** GET /health's wait_ms: how long to hold the answer while the browser starts (0: answer at once). */
+export function healthWaitMs(raw: string | null): number {
+  const ms = Number(raw ?? 0);
+  return Number.isFinite(ms) && ms > 0 ? Math.min(Math.floor(ms), MAX_HEALTH_WAIT_MS) : 0;
 }
 
 function health(state: AgentState): AgentHealth {

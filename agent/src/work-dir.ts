@@ -60,8 +60,14 @@ export async function prepareWorkDir(requested: string | undefined, user: System
       );
     }
   }
-  for (const dir of [dirs.userData, dirs.home, dirs.tmp]) await mkdir(dir, { recursive: true, mode: 0o700 });
-  if (user) for (const dir of [root, dirs.userData, dirs.home, dirs.tmp]) await chown(dir, user.uid, user.gid);
+  // Side by side: this is on every launch's path, before Chromium can start.
+  await Promise.all(
+    [dirs.userData, dirs.home, dirs.tmp].map(async (dir) => {
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      if (user) await chown(dir, user.uid, user.gid);
+    }),
+  );
+  if (user) await chown(root, user.uid, user.gid);
   return dirs;
 }
 

@@ -244,6 +244,30 @@ describe('agent lifecycle', () => {
     expect(execFileSync('ps', ['-eo', 'args']).toString()).not.toContain('bp-slow-chromium');
   });
 
+  it('holds GET /health?wait_ms while Chromium starts: answers once ready, or once it gives up (here a SIGTERM)', async () => {
+    // A real Chromium: the held answer is the ready one, not the 503 of the moment it was asked.
+    const agent = await startAgent('agent-wait', {}, { until: 'starting' });
+    onTestFinished(async () => {
+      agent.child.kill('SIGTERM');
+      await agent.exited;
+    });
+    const response = await fetch(`${agent.url}/health?wait_ms=5000`, { headers: agent.auth });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toMatchObject({ status: 'ready', browser: { pid: expect.any(Number) } });
+
+    // A Chromium that never answers: the held answer comes when the agent stops, not after wait_ms.
+    const fakeDir = await fakeChromiumDir();
+    onTestFinished(() => rm(fakeDir, { recursive: true, force: true }));
+    const slowChromium = path.join(fakeDir, 'slow-chromium.sh');
+    await writeFile(slowChromium, '#!/bin/bash\nexec -a bp-slow-chromium sleep 60\n', { mode: 0o755 });
+    const slow = await startAgent('agent-wait-slow', {}, { env: { CHROME_PATH: slowChromium }, until: 'starting' });
+    const held = fetch(`${slow.url}/health?wait_ms=5000`, { headers: slow.auth }).then(async (r) => ({ status: r.status, body: (await r.json()) as { status: string } }));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    slow.child.kill('SIGTERM');
+    expect(await held).toEqual({ status: 503, body: expect.objectContaining({ status: 'stopping' }) });
+    expect((await slow.exited).code).toBe(0);
+  });
+
   it('refuses to start without a launch spec (exit 2)', async () => {
     const child = spawn(process.execPath, [agentEntry], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';

@@ -157,5 +157,52 @@ describe('session uids of the local runtime', () => {
       await rm(lockDir, { recursive: true, force: true });
     }
   });
+
+  it('allocates from a scan made ahead (prepare) as safely as from its own: a released uid is free, a taken-over one is checked again', async () => {
+    const lockDir = await mkdtemp(path.join(os.tmpdir(), 'bp-uid-locks-'));
+    const range: UidRange = { base: RANGE.base + 8, count: 2 };
+    const asUid = (uid: number) => spawn('sleep', ['60'], { uid, gid: uid, stdio: 'ignore' });
+    const stop = async (child: ReturnType<typeof asUid>) => {
+      child.kill('SIGKILL');
+      await new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(undefined) : child.once('exit', resolve)));
+    };
+    try {
+      const pool = new UidPool(range, log, lockDir);
+      const a = await pool.allocate('browser-a');
+      expect(a).toBe(range.base);
+      const running = asUid(a);
+      await eventuallyRuns(a);
+      pool.prepare(); // sees a's process
+      await stop(running);
+      await pool.release(a, 'browser-a');
+      // The scan was made while a ran: the release tells it a is free now.
+      expect(await pool.allocate('browser-b')).toBe(range.base);
+      await pool.release(range.base, 'browser-b');
+
+      // A service that died left a lock and a browser started after the scan was made:
+      // the takeover looks again, and the uid is not handed out.
+      pool.prepare();
+      await new Promise((resolve) => setTimeout(resolve, 500)); // the scan is done
+      const dead = spawn('true');
+      await new Promise((resolve) => dead.once('exit', resolve));
+      await writeFile(path.join(lockDir, String(range.base)), `${dead.pid}\n`);
+      const leftover = asUid(range.base);
+      await eventuallyRuns(range.base);
+      try {
+        expect(await pool.allocate('browser-c')).toBe(range.base + 1);
+      } finally {
+        await stop(leftover);
+      }
+    } finally {
+      await rm(lockDir, { recursive: true, force: true });
+    }
+  });
 });
+
+async function eventuallyRuns(uid: number): Promise<void> {
+  for (let tries = 0; (await processesOfUids(uid, 1)).size === 0; tries++) {
+    if (tries > 100) throw new Error(`no process of uid ${uid}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
 

@@ -60,6 +60,8 @@ export class CdpMux {
   /** Session id -> the connection that owns it and the session it was attached through. */
   private readonly sessions = new Map<string, { connection: Connection; parent: string | undefined }>();
   private readonly connections = new Set<Connection>();
+  /** A browser session attached ahead of the next connect() (prepareConnection); undefined inside if attaching failed. */
+  private spare: Promise<string | undefined> | undefined;
 
   constructor(
     private readonly pipe: CdpPipe,
@@ -93,9 +95,35 @@ export class CdpMux {
     return answer.result as T;
   }
 
+  /**
+   * Attaches the next connection's browser session ahead of time, so connect() need not
+   * wait for Chromium: the agent calls it once Chromium is ready (a freshly started
+   * Chromium takes tens of ms to answer while it opens its first page, and the first
+   * client came to wait for that). Nothing is ever sent on the session before connect()
+   * hands it out, so it is as fresh as one attached then. At most one is kept.
+   */
+  prepareConnection(): void {
+    if (this.spare || this.pipe.isClosed()) return;
+    const spare = this.command<{ sessionId: string }>('Target.attachToBrowserTarget').then(
+      ({ sessionId }) => sessionId,
+      () => undefined,
+    );
+    this.spare = spare;
+    // Chromium may end a session by itself (detachedFromTarget on the root): forgotten then.
+    void spare.then((sessionId) => {
+      if (sessionId === undefined && this.spare === spare) this.spare = undefined;
+    });
+  }
+
   /** A new virtual connection, as good as a new WebSocket to the browser endpoint. */
   async connect(): Promise<VirtualConnection> {
-    const { sessionId } = await this.command<{ sessionId: string }>('Target.attachToBrowserTarget');
+    const spare = this.spare;
+    this.spare = undefined;
+    const prepared = spare ? await spare : undefined;
+    // Another for the next client (a pool's next holder, a second tool), off its clock too.
+    if (spare) this.prepareConnection();
+    const sessionId = prepared ?? (await this.command<{ sessionId: string }>('Target.attachToBrowserTarget')).sessionId;
+    if (this.pipe.isClosed()) throw new Error('Target.attachToBrowserTarget: the browser closed the CDP pipe');
     const connection = new Connection(this, sessionId);
     this.connections.add(connection);
     this.sessions.set(sessionId, { connection, parent: undefined });
@@ -186,6 +214,11 @@ export class CdpMux {
   /** The root hears of browser sessions going away: a connection Chromium ended itself. */
   private rootEvent(message: ChromiumMessage): void {
     if (message.method !== 'Target.detachedFromTarget' || !message.namedSession) return;
+    const detached = message.namedSession;
+    const spare = this.spare;
+    void spare?.then((sessionId) => {
+      if (sessionId === detached && this.spare === spare) this.spare = undefined;
+    });
     const owner = this.sessions.get(message.namedSession);
     if (owner && owner.connection.browserSession === message.namedSession) owner.connection.ended();
   }

@@ -13,7 +13,8 @@ import {
   type LiveBrowserSettings,
   type ObservedBrowser,
 } from '../../../contract/browser-runtime.js';
-import { fetchHealth, postAgentReset, postAgentSettings, type AgentEndpoint, type AgentTokens } from '../../../contract/agent-client.js';
+import { agentFetch, postAgentReset, postAgentSettings, type AgentEndpoint, type AgentTokens } from '../../../contract/agent-client.js';
+import { readAgentHealth, type AgentHealth } from '../../../contract/agent-wire.js';
 import { readReportedPort, spawnAgent } from './agent-process.js';
 import { assertSafeBrowserId, BrowserRecords, type BrowserRecord } from './browser-records.js';
 import { endBrowserProcesses, failureReason, observedOf, phaseOf, recoverRecorded, workDirName, type Tracked } from './local-browser.js';
@@ -29,6 +30,11 @@ import { DEFAULT_SESSION_UIDS, UidPool, type UidRange } from './uid-pool.js';
  * Beside it: standby-agents.ts (agents started ahead of launches) and local-browser.ts (one
  * tracked browser: its phase, recovering it after a restart, ending its processes).
  */
+
+/** How long one GET /health waits for a starting browser (agent/src/server.ts caps it at 5 s). */
+const HEALTH_WAIT_MS = 1000;
+/** How long after a launch the runtime's own work for the next launch waits (see start). */
+const AFTER_LAUNCH_DELAY_MS = 500;
 
 export interface LocalRuntimeOptions {
   /** Records (<id>.json) and agent logs (<id>.log); may be private to the service. */
@@ -96,6 +102,7 @@ export class LocalRuntime implements BrowserRuntime {
     this.uids = process.getuid?.() === 0 ? new UidPool(options.sessionUids ?? DEFAULT_SESSION_UIDS, this.log) : undefined;
     if (!this.uids) this.log.warn('not running as root: every browser runs as this service\'s user, in no namespace of its own, so sessions are not isolated from each other on this host');
     if (wanted > 0) void this.standbys.refill();
+    this.uids?.prepare();
   }
 
   launch(spec: BrowserLaunchSpec, { signal }: { signal: AbortSignal }): Promise<ObservedBrowser> {
@@ -212,15 +219,29 @@ export class LocalRuntime implements BrowserRuntime {
   private async start(spec: BrowserLaunchSpec, signal: AbortSignal): Promise<ObservedBrowser> {
     const { records, uids, workRoot } = this;
     const browserId = spec.browserId;
-    await records.ensureDir();
-    await mkdir(workRoot, { recursive: true, mode: 0o711 });
-    // Browsers may pass through, not list it (isolation.ts also hides it from them).
-    if (uids) await chmod(workRoot, 0o711);
+    const started = Date.now();
     const workDir = path.join(workRoot, workDirName(browserId));
-    // A dir left by an agent that died hard (SIGKILL) must not leak into the new browser.
-    await rm(workDir, { recursive: true, force: true });
-    await this.reserveRecordedUids();
-    const chromiumUid = await uids?.allocate(browserId);
+    // Side by side, as none needs another: all of it is on the create's path.
+    const [allocation, ...steps] = await Promise.allSettled([
+      this.reserveRecordedUids().then(() => uids?.allocate(browserId)),
+      records.ensureDir(),
+      (async () => {
+        await mkdir(workRoot, { recursive: true, mode: 0o711 });
+        // Browsers may pass through, not list it (isolation.ts also hides it from them).
+        if (uids) await chmod(workRoot, 0o711);
+        // A dir left by an agent that died hard (SIGKILL) must not leak into the new browser.
+        await rm(workDir, { recursive: true, force: true });
+      })(),
+    ]);
+    const failed = steps.find((step) => step.status === 'rejected');
+    if (failed) {
+      // A uid taken while another step failed is given back: nothing was started for it.
+      if (allocation.status === 'fulfilled' && allocation.value !== undefined) await uids!.release(allocation.value, browserId);
+      throw failed.reason;
+    }
+    if (allocation.status === 'rejected') throw allocation.reason;
+    const chromiumUid = allocation.value;
+    const prepared = Date.now();
     const record: BrowserRecord = {
       browserId,
       agentPid: 0,
@@ -272,12 +293,21 @@ export class LocalRuntime implements BrowserRuntime {
       if (!entry.terminating) this.log.warn({ browser_id: browserId, code, signal: exitSignal }, 'browser agent exited');
     });
     await records.write(record);
+    const claimed = Date.now();
     try {
-      return await this.awaitReady(entry, signal);
+      const observed = await this.awaitReady(entry, signal);
+      // Where the runtime's part of a create went (the agent logs its own split).
+      this.log.info({ browser_id: browserId, prepare_ms: prepared - started, claim_ms: claimed - prepared, ready_ms: Date.now() - claimed, standby: standby !== undefined }, 'browser launch timings');
+      return observed;
     } finally {
       delete entry.starting;
-      // After the launch, so the next standby's start does not compete with this Chromium's.
-      void this.standbys.refill();
+      // After the launch and a moment more, so the next standby's start (150-200 ms of
+      // CPU) and the next allocation's process scan compete neither with this Chromium's
+      // start nor with its caller's first CDP command.
+      setTimeout(() => {
+        void this.standbys.refill();
+        this.uids?.prepare();
+      }, AFTER_LAUNCH_DELAY_MS).unref();
     }
   }
 
@@ -300,7 +330,8 @@ export class LocalRuntime implements BrowserRuntime {
           delete entry.portFile;
         }
       }
-      const health = record.agentUrl ? await fetchHealth(this.agentOf(record), 1000) : undefined;
+      const polled = Date.now();
+      const health = record.agentUrl ? await this.waitForHealth(record, signal, this.launchTimeoutMs - (polled - started)) : undefined;
       if (health?.status === 'ready' && health.browser) {
         record.browserPid = health.browser.pid;
         await this.records.write(record);
@@ -312,7 +343,24 @@ export class LocalRuntime implements BrowserRuntime {
         await this.stop(entry, 1000, { forget: false });
         return observedOf(entry, 'Failed', await failureReason(entry));
       }
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      // An answer that did not wait (a standby still handing over, an older agent, no agent
+      // listening yet) is asked again after a moment.
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, 20 - (Date.now() - polled))));
+    }
+  }
+
+  /**
+   * GET /health, held by the agent until its browser is ready or `remainingMs` (at most
+   * 1 s a request) has passed, so the launch returns the moment Chromium answers rather
+   * than at the next poll; an agent that does not wait answers at once. Aborted with the launch.
+   */
+  private async waitForHealth(record: BrowserRecord, signal: AbortSignal, remainingMs: number): Promise<AgentHealth | undefined> {
+    const waitMs = Math.max(0, Math.min(HEALTH_WAIT_MS, remainingMs));
+    try {
+      const response = await agentFetch(this.agentOf(record), `/health?wait_ms=${waitMs}`, { signal: AbortSignal.any([signal, AbortSignal.timeout(waitMs + 1000)]) });
+      return readAgentHealth(await response.json());
+    } catch {
+      return undefined;
     }
   }
 

@@ -47,6 +47,8 @@ const RELEASE_WAIT_MS = 5000;
 export class UidPool {
   /** uid -> the browser id holding it. */
   private readonly holders = new Map<number, string>();
+  /** A scan of the range's processes made ahead of the next allocate (see prepare). */
+  private scanned: Promise<Map<number, number[]> | undefined> | undefined;
 
   constructor(
     readonly range: UidRange,
@@ -72,13 +74,31 @@ export class UidPool {
     return this.holders.get(uid);
   }
 
+  /**
+   * Scans the range's processes now, off any launch's path, for the next allocate: the scan
+   * reads every process's status, 20-250 ms on a host with a few hundred processes, and was
+   * a large part of a create. A scan made earlier is as good as one made at allocate: no
+   * process starts as a session uid but for its holder, who holds its lock file, which
+   * allocate takes anyway; a lock taken over from a process that is gone (whose browser may
+   * have outlived it) is checked against a fresh scan.
+   */
+  prepare(): void {
+    this.scanned ??= processesOfUids(this.range.base, this.range.count).catch(() => undefined);
+  }
+
   /** The lowest uid that is neither held nor running any process. */
   async allocate(browserId: string): Promise<number> {
-    const busy = await processesOfUids(this.range.base, this.range.count);
+    const prepared = this.scanned;
+    this.scanned = undefined;
+    const early = await prepared;
+    const busy = early ?? (await processesOfUids(this.range.base, this.range.count));
     // No await from here on: concurrent allocations see each other's picks.
     for (let uid = this.range.base; uid < this.range.base + this.range.count; uid++) {
-      if (this.holders.has(uid) || busy.has(uid) || !this.lock(uid)) continue;
+      if (this.holders.has(uid) || busy.has(uid)) continue;
+      const lock = this.lock(uid);
+      if (!lock) continue;
       this.holders.set(uid, browserId);
+      if (lock === 'taken_over' && early) return this.confirmTakenOver(uid, browserId);
       return uid;
     }
     throw new UidPoolExhaustedError(
@@ -113,6 +133,9 @@ export class UidPool {
     }
     if (this.holders.get(uid) === browserId) {
       this.holders.delete(uid);
+      // A scan made while the browser ran still names the uid: it is free now.
+      const scanned = this.scanned;
+      if (scanned) this.scanned = scanned.then((busy) => (busy?.delete(uid), busy));
       try {
         unlinkSync(this.lockFile(uid));
       } catch {
@@ -121,18 +144,32 @@ export class UidPool {
     }
   }
 
+  /**
+   * A uid whose lock was left by a process that is gone, picked from an earlier scan: its
+   * browser may have started after that scan. If it runs, the uid stays locked by this
+   * process and unheld (never handed out until a restart) and another is picked from a
+   * fresh scan.
+   */
+  private async confirmTakenOver(uid: number, browserId: string): Promise<number> {
+    const left = (await processesOfUids(uid, 1)).get(uid) ?? [];
+    if (left.length === 0) return uid;
+    this.log.warn({ uid, pids: left }, 'a session uid taken over from a process that is gone still runs processes: not used');
+    this.holders.delete(uid);
+    return this.allocate(browserId);
+  }
+
   private lockFile(uid: number): string {
     return `${this.lockDir}/${uid}`;
   }
 
   /** Takes the uid's lock file: free, or left by a process that is gone. Synchronous, so allocate stays atomic in this process. */
-  private lock(uid: number): boolean {
+  private lock(uid: number): 'free' | 'taken_over' | false {
     for (let attempt = 0; attempt < 2; attempt++) {
       try {
         const fd = openSync(this.lockFile(uid), 'wx', 0o600);
         writeSync(fd, `${process.pid}\n`);
         closeSync(fd);
-        return true;
+        return attempt === 0 ? 'free' : 'taken_over';
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       }
