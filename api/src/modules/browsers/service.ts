@@ -215,16 +215,15 @@ export async function createSession(deps: AppDeps, scope: Scope, input: CreateBr
   // After this create's own launch, so a replacement spare does not compete with it.
   try {
     if (admitted.spare) return await handOverSpare(deps, admitted.row, admitted.spare, admitted.proxy);
-    return await launchNew(deps, scope, admitted.row, admitted.spec);
+    return await launchNew(deps, admitted.row, admitted.spec);
   } finally {
     spares?.poke();
   }
 }
 
-async function launchNew(deps: AppDeps, scope: Scope, row: SessionRow, spec: BrowserLaunchSpec): Promise<SessionRow> {
-  await launchAdmitted(deps, row, spec);
-  const running = await findSession(deps.db, scope, row.id, { includeDeleted: true });
-  if (!running || running.deleted_at !== null) {
+async function launchNew(deps: AppDeps, row: SessionRow, spec: BrowserLaunchSpec): Promise<SessionRow> {
+  const running = await launchAdmitted(deps, row, spec);
+  if (!running) {
     // Deleted while it started (its invocation finished, or a DELETE by name): it stays deleted.
     await deps.runtime.terminate(row.id, { graceMs: TERMINATE_GRACE_MS });
     throw conflict('browser_deleted', 'The browser session was deleted while it was starting');
@@ -267,9 +266,10 @@ async function handOverSpare(deps: AppDeps, row: SessionRow, spare: ClaimedSpare
  * Launches an admitted browser (bounded by the launch timeout) and records where its agent
  * listens. A launch that fails or times out leaves no browser and a deleted row with the
  * reason; the error is a 5xx that the SDK is told not to retry (a retry would launch again).
- * Shared by POST /browsers and the pools' warm fill.
+ * Shared by POST /browsers, the pools' warm fill and the spares. Returns the running row
+ * (as findSession reads it), or undefined when the row was deleted while the browser started.
  */
-export async function launchAdmitted(deps: AppDeps, row: Pick<SessionRow, 'id'>, spec: BrowserLaunchSpec): Promise<void> {
+export async function launchAdmitted(deps: AppDeps, row: Pick<SessionRow, 'id'>, spec: BrowserLaunchSpec): Promise<SessionRow | undefined> {
   const runtime = deps.runtime;
   const launchTimeoutMs = deps.settings.browserLaunchTimeoutMs;
   const timeout = AbortSignal.timeout(launchTimeoutMs);
@@ -297,7 +297,7 @@ export async function launchAdmitted(deps: AppDeps, row: Pick<SessionRow, 'id'>,
   }
   const now = deps.clock.now();
   try {
-    await markRunning(deps.db, row.id, { agentUrl: observed.agentUrl, startedAt: now, now });
+    return await markRunning(deps.db, row.id, { agentUrl: observed.agentUrl, startedAt: now, now });
   } catch (error) {
     // The caller gets an error, so nobody will ever use this browser: close it now. The row
     // (which cannot be marked ended either while the database is unreachable) stays

@@ -227,12 +227,17 @@ export async function listSessions(db: Queryable, scope: Scope, filter: SessionF
   return rows;
 }
 
-export async function markRunning(db: Queryable, id: string, change: { agentUrl: string; startedAt: Date; now: Date }): Promise<void> {
-  await db.query(
-    `UPDATE browser_sessions SET phase = 'running', agent_url = $2, started_at = $3, updated_at = $4
-      WHERE id = $1 AND deleted_at IS NULL`,
+/** Marks a live session running and returns it as findSession would; undefined when it was deleted meanwhile. */
+export async function markRunning(db: Queryable, id: string, change: { agentUrl: string; startedAt: Date; now: Date }): Promise<SessionRow | undefined> {
+  const { rows } = await db.query<SessionRow>(
+    `WITH running AS (
+       UPDATE browser_sessions SET phase = 'running', agent_url = $2, started_at = $3, updated_at = $4
+        WHERE id = $1 AND deleted_at IS NULL
+        RETURNING *)
+     ${selectSessionsFrom('running')}`,
     [id, change.agentUrl, change.startedAt, change.now],
   );
+  return rows[0];
 }
 
 /** Marks a live session deleted; false when it already was. */
