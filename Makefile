@@ -94,6 +94,7 @@ reliability: build test-packages ## The long forms: random-seed fuzz (100 exampl
 bench: build system-packages ## Benchmarks; print figures and ratios against a baseline from the same run
 	node dist/bench/run.js
 	node dist/bench/sessions.js
+	node dist/bench/memory.js
 	node dist/bench/pools.js
 	node dist/bench/load.js
 
