@@ -67,4 +67,4 @@ EXPOSE 9222
 ENTRYPOINT ["/usr/bin/tini", "--", "node"]
 # The flags of AGENT_NODE_FLAGS (api/src/runtime/agent-process.ts): a pod's agent idles
 # in 15-20 MiB rather than 31-37.
-CMD ["--single-threaded", "--optimize-for-size", "--jitless", "--no-expose-wasm", "dist/agent/src/main.js"]
+CMD ["--single-threaded", "--optimize-for-size", "--jitless", "dist/agent/src/main.js"]

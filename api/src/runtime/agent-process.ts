@@ -39,11 +39,12 @@ export async function freePort(): Promise<number> {
  * 320-500 ms against 420-600 ms for the 1,000 round trips, 180-190 against 120-190 ms for
  * the large ones; the work is JSON and socket I/O, native either way). Without a JIT there
  * is no WebAssembly, so the global fetch() (undici's parser is WebAssembly) throws: the
- * agent speaks HTTP with node:http. --no-expose-wasm says so, and keeps V8 from printing a
- * warning about it into every agent's log. docker/browser.Dockerfile starts the agent of a
- * browser pod with the same flags.
+ * agent speaks HTTP with node:http. Node 20's V8 notes that once on stderr (the agent's
+ * log: "disabling flag --expose_wasm"); --no-expose-wasm would silence it there but is
+ * an unknown option to Node 24, which the browser image runs. docker/browser.Dockerfile
+ * starts the agent of a browser pod with the same flags.
  */
-export const AGENT_NODE_FLAGS = ['--single-threaded', '--optimize-for-size', '--jitless', '--no-expose-wasm'];
+export const AGENT_NODE_FLAGS = ['--single-threaded', '--optimize-for-size', '--jitless'];
 
 /**
  * Starts an agent for `spec` in `workDir`, or, without them, a standby agent that waits
