@@ -95,6 +95,7 @@ bench: build system-packages ## Benchmarks; print figures and ratios against a b
 	node dist/bench/run.js
 	node dist/bench/sessions.js
 	node dist/bench/spares.js
+	node dist/bench/memory.js
 	node dist/bench/pools.js
 	node dist/bench/load.js
 

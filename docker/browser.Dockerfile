@@ -65,4 +65,6 @@ ENV NODE_ENV=production \
 USER 10001:10001
 EXPOSE 9222
 ENTRYPOINT ["/usr/bin/tini", "--", "node"]
-CMD ["dist/agent/src/main.js"]
+# The flags of AGENT_NODE_FLAGS (api/src/runtime/agent-process.ts): a pod's agent idles
+# in 15-20 MiB rather than 31-37.
+CMD ["--single-threaded", "--optimize-for-size", "--jitless", "dist/agent/src/main.js"]

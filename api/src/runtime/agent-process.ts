@@ -32,10 +32,19 @@ export async function freePort(): Promise<number> {
  * V8 flags for the agent, one Node process per browser: an agent is idle nearly all the
  * time, so background compiler and GC threads and eager optimisation buy nothing and each
  * cost memory. Measured here (unshared memory of an idle agent, 3 runs each): 27-30 MiB
- * with no flags, 18.7 MiB with --single-threaded, 16-17 MiB with both. --lite-mode and
- * --jitless save 2 MiB more but interpret everything, which slows the CDP pass-through.
+ * with no flags, 18.7 MiB with --single-threaded, 16-17 MiB with --optimize-for-size too.
+ * --jitless (V8 interprets, allocates no executable memory) takes 3-4 MiB more off an
+ * agent that has relayed CDP traffic (19 → 15 MiB USS after 1,000 Runtime.evaluate round
+ * trips and 200 100-KB answers), and costs no measurable CPU on that relay (agent CPU
+ * 320-500 ms against 420-600 ms for the 1,000 round trips, 180-190 against 120-190 ms for
+ * the large ones; the work is JSON and socket I/O, native either way). Without a JIT there
+ * is no WebAssembly, so the global fetch() (undici's parser is WebAssembly) throws: the
+ * agent speaks HTTP with node:http. Node 20's V8 notes that once on stderr (the agent's
+ * log: "disabling flag --expose_wasm"); --no-expose-wasm would silence it there but is
+ * an unknown option to Node 24, which the browser image runs. docker/browser.Dockerfile
+ * starts the agent of a browser pod with the same flags.
  */
-export const AGENT_NODE_FLAGS = ['--single-threaded', '--optimize-for-size'];
+export const AGENT_NODE_FLAGS = ['--single-threaded', '--optimize-for-size', '--jitless'];
 
 /**
  * Starts an agent for `spec` in `workDir`, or, without them, a standby agent that waits
