@@ -5,22 +5,18 @@
  * - cold create: POST /browsers on the built service until the returned cdp_ws_url answers
  *   Browser.getVersion (a real WebSocket client through the service's CDP proxy), with its
  *   split: the POST answered (database, caps, agent start, Chromium start, readiness), then
- *   the first CDP answer (proxy, agent upgrade, the first command);
- * - memory (PSS and USS) of idle sessions (agent + Chromium tree) beside idle bare
- *   Chromiums, several of each at once, as browsers run in practice.
- * Targets from the issue: cold create ≤ 1.10x of the baseline (issue 20), under 25 MiB extra
- * per session.
+ *   the first CDP answer (proxy, agent upgrade, the first command).
+ * Warm spares are off here (the test harness's default), so every create starts Chromium;
+ * bench/spares.ts measures the creates that take a spare, bench/memory.ts idle memory.
+ * Goal from issue 20: cold create ≤ 1.10x of the baseline.
  */
-import { readdir, readFile } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
 import WebSocket from 'ws';
 import { resolveSystemUser } from '../lib/system-user.js';
 import { launchBareChromium } from './chromium.js';
 import { cleanupServices, startService } from '../test/support/service.js';
 
 const RUNS = Number(process.env.BENCH_SESSION_RUNS ?? 8);
-const MEMORY_SESSIONS = Number(process.env.BENCH_MEMORY_SESSIONS ?? 5);
 const SETTLE_MS = 700;
 
 async function main(): Promise<void> {
@@ -56,34 +52,6 @@ async function main(): Promise<void> {
       await fetch(`${url}/browsers/${session.session_id}`, { method: 'DELETE', headers: auth });
     }
 
-    // Memory with several idle browsers of each kind at once: the agents share Node's
-    // code pages among themselves (and with the service), as they do in real use, so the
-    // per-session PSS is the marginal cost of one more session, and USS (memory no other
-    // process shares) is its floor.
-    const bares = [];
-    const sessions: string[] = [];
-    for (let i = 0; i < MEMORY_SESSIONS; i++) {
-      bares.push(await launchBareChromium(user));
-      const res = await fetch(`${url}/browsers`, { method: 'POST', headers: auth, body: JSON.stringify({ headless: true, timeout_seconds: 600 }) });
-      sessions.push(((await res.json()) as { session_id: string }).session_id);
-    }
-    await new Promise((resolve) => setTimeout(resolve, 5000)); // let all settle to idle
-    const bareMem = await Promise.all(bares.map((b) => memoryOfTree(b.child.pid!)));
-    const sessionMem = await Promise.all(
-      sessions.map(async (id) => {
-        const record = JSON.parse(await readFile(path.join(service.dataDir, 'browsers', `${id}.json`), 'utf8')) as { agentPid: number };
-        return { tree: await memoryOfTree(record.agentPid), agent: await memoryOf(record.agentPid) };
-      }),
-    );
-    await Promise.all(bares.map((b) => b.stop()));
-    const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-    const barePss = mean(bareMem.map((m) => m.pss));
-    const bareUss = mean(bareMem.map((m) => m.uss));
-    const sessionPss = mean(sessionMem.map((m) => m.tree.pss));
-    const sessionUss = mean(sessionMem.map((m) => m.tree.uss));
-    const agentPss = mean(sessionMem.map((m) => m.agent.pss));
-    const agentUss = mean(sessionMem.map((m) => m.agent.uss));
-
     const p = (values: number[], q: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))]!;
     console.log(`\nSessions: ${RUNS} alternating runs, headless, sandboxed as ${user?.name ?? os.userInfo().username}\n`);
     const row = (label: string, values: number[], goal = '') =>
@@ -94,13 +62,6 @@ async function main(): Promise<void> {
     row('cold create: POST /browsers → cdp_ws_url answers Browser.getVersion', answered, ` (goal ≤ 1.10x: ${p(answered, 0.5) <= 1.1 * p(baseline, 0.5) ? 'met' : 'not met'})`);
     row('  of which POST /browsers → session returned', created);
     row('  of which session returned → first CDP answer', firstCdp);
-    console.log(`\nMemory: ${MEMORY_SESSIONS} idle sessions beside ${MEMORY_SESSIONS} idle bare Chromiums, mean per browser`);
-    console.log('| idle process tree | PSS | USS (unshared) |');
-    console.log('|---|---|---|');
-    console.log(`| bare Chromium | ${mib(barePss)} MiB | ${mib(bareUss)} MiB |`);
-    console.log(`| session (agent + Chromium) | ${mib(sessionPss)} MiB | ${mib(sessionUss)} MiB |`);
-    console.log(`| of which the agent | ${mib(agentPss)} MiB | ${mib(agentUss)} MiB |`);
-    console.log(`| session − bare | +${mib(sessionPss - barePss)} MiB (target < 25) | +${mib(sessionUss - bareUss)} MiB |`);
   } finally {
     await service.stop();
     await cleanupServices();
@@ -134,45 +95,7 @@ function browserVersion(url: string, timeoutMs = 30_000): Promise<void> {
   });
 }
 
-const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
-
-interface Memory {
-  pss: number;
-  uss: number;
-}
-
-/** PSS and USS (private clean + dirty) of one process, in bytes, from smaps_rollup. */
-async function memoryOf(pid: number): Promise<Memory> {
-  const rollup = await readFile(`/proc/${pid}/smaps_rollup`, 'utf8').catch(() => '');
-  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(rollup)?.[1] ?? 0) * 1024;
-  return { pss: kb('Pss'), uss: kb('Private_Clean') + kb('Private_Dirty') };
-}
-
-/** Sums over a process and every descendant, from /proc. */
-async function memoryOfTree(root: number): Promise<Memory> {
-  const parents = new Map<number, number>();
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
-    const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    if (ppid) parents.set(Number(entry), ppid);
-  }
-  const inTree = (pid: number): boolean => {
-    for (let p: number | undefined = pid; p; p = parents.get(p)) if (p === root) return true;
-    return false;
-  };
-  const total: Memory = { pss: 0, uss: 0 };
-  for (const pid of parents.keys()) {
-    if (!inTree(pid)) continue;
-    const m = await memoryOf(pid);
-    total.pss += m.pss;
-    total.uss += m.uss;
-  }
-  return total;
-}
-
 main().catch((error: unknown) => {
   console.error(error);
   process.exit(1);
 });
-
