@@ -40,6 +40,16 @@ export default tseslint.config(
     'the operator reaches the API only through api/src/index.ts and modules/<m>/index.ts',
   ),
   {
+    // The agent runs with --jitless (api/src/runtime/agent-process.ts AGENT_NODE_FLAGS, the
+    // image's CMD): no WebAssembly, so undici's fetch() throws there. The Playwright runner
+    // is a child process of its own, started without those flags.
+    files: ['agent/src/**/*.ts'],
+    ignores: ['agent/src/playwright/runner.ts'],
+    rules: {
+      'no-restricted-globals': ['error', { name: 'fetch', message: 'the agent runs with --jitless, where fetch() throws: use node:http' }],
+    },
+  },
+  {
     files: ['test/**', 'bench/**'],
     rules: {
       'no-console': 'off',
