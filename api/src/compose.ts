@@ -13,6 +13,7 @@ import { databaseTimeouts, type Config } from './config.js';
 import { createSealer } from './crypto/sealer.js';
 import { agentTokensFrom } from '../../contract/agent-client.js';
 import type { Db } from './db/pool.js';
+import { AuthCache } from './modules/api-keys/auth-cache.js';
 import { createPgEventHub } from './events/hub.js';
 import { loadProxyUpstreams, type ProxySettings } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
@@ -50,9 +51,11 @@ export interface ComposeOverrides {
  */
 export async function composeAppDeps(config: Config, parts: ComposeParts, overrides: ComposeOverrides = {}): Promise<AppDeps> {
   const { db, databaseUrl, runtime, log } = parts;
+  const clock = overrides.clock ?? systemClock;
+  const events = createPgEventHub(databaseUrl, db, log, databaseTimeouts(config));
   return {
     db,
-    clock: overrides.clock ?? systemClock,
+    clock,
     log,
     settings: overrides.settings ?? {
       maxBodyBytes: config.BROWSERPLANE_MAX_BODY_BYTES,
@@ -67,7 +70,8 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
     },
     projectResources: allProjectResources(),
     sealer: createSealer(parts.encryptionKey),
-    events: createPgEventHub(databaseUrl, db, log, databaseTimeouts(config)),
+    events,
+    authCache: new AuthCache(events, clock),
     proxy: {
       upstreams: await loadProxyUpstreams(config.BROWSERPLANE_PROXY_UPSTREAMS, config.BROWSERPLANE_PROXY_UPSTREAMS_FILE),
       checkUrl: config.BROWSERPLANE_PROXY_CHECK_URL,
