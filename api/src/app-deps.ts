@@ -34,6 +34,8 @@ export interface AppSettings {
   internalUrl?: string | undefined;
   /** Warm pool launches in flight at once in this process (default max(2, cores)). */
   poolLaunchConcurrency?: number | undefined;
+  /** 'fast': a pool lease does not wait for its commit to reach disk (BROWSERPLANE_POOL_LEASE_COMMIT; default 'durable'). */
+  poolLeaseCommit?: 'durable' | 'fast' | undefined;
   /** Pools start no browser below this much available memory (default 512 MiB). */
   poolMinFreeMemoryBytes?: number | undefined;
   /** The shortest health_check_interval an auth connection may ask for (default 300 s). */

@@ -64,6 +64,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       publicUrl: config.BROWSERPLANE_PUBLIC_URL,
       browserLaunchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
       poolLaunchConcurrency: config.BROWSERPLANE_POOL_LAUNCH_CONCURRENCY,
+      poolLeaseCommit: config.BROWSERPLANE_POOL_LEASE_COMMIT,
       // In Kubernetes mode browsers run in pods, not on this host: its free memory says nothing.
       poolMinFreeMemoryBytes: parts.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
       authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,

@@ -80,6 +80,12 @@ export interface Lease {
   startUrl: string | null;
   /** The lease's telemetry; undefined keeps what the browser was made with (the pool's). */
   telemetry?: TelemetryConfig | null;
+  /**
+   * Answer before the commit reaches disk (synchronous_commit off for this statement's
+   * transaction alone): saves the WAL fsync, the largest part of an acquire's time, at the
+   * cost of forgetting the lease if Postgres crashes in the next few hundred ms.
+   */
+  fastCommit?: boolean;
 }
 
 /** Which pool: by id, or by id or name within a project (as the API addresses pools). */
@@ -96,10 +102,11 @@ export type PoolRef = { id: string } | { scope: { orgId: string; projectId: stri
  */
 export async function leaseIdleBrowser(db: Queryable, ref: PoolRef, lease: Lease, now: Date): Promise<SessionRow | undefined> {
   const byId = 'id' in ref;
+  const commitMode = byId ? '$9' : '$12';
   const { rows } = await db.query<SessionRow>(
     prepared(
       `WITH pool AS (
-         SELECT id, generation, timeout_seconds FROM browser_pools
+         SELECT id, generation, timeout_seconds FROM browser_pools, (SELECT set_config('synchronous_commit', ${commitMode}, true)) commit_mode
           WHERE deleted_at IS NULL AND draining_since IS NULL AND ${byId ? 'id = $1' : 'org_id = $9 AND project_id = $10 AND (id = $1 OR name_key = $11)'}
           ORDER BY (id = $1) DESC LIMIT 1),
        pick AS (
@@ -126,6 +133,7 @@ export async function leaseIdleBrowser(db: Queryable, ref: PoolRef, lease: Lease
         lease.telemetry !== undefined,
         lease.telemetry === undefined || lease.telemetry === null ? null : JSON.stringify(lease.telemetry),
         ...(byId ? [] : [ref.scope.orgId, ref.scope.projectId, foldName(ref.idOrName)]),
+        lease.fastCommit === true ? 'off' : 'on',
       ],
     ),
   );
