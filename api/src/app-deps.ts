@@ -4,6 +4,7 @@ import type { Sealer } from './crypto/sealer.js';
 import type { Db, Queryable } from './db/pool.js';
 import type { DatabaseSupervision } from './db/postgres-supervisor.js';
 import type { EventHub } from './events/hub.js';
+import type { AuthCache } from './modules/api-keys/auth-cache.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
 import type { BrowserRuntime } from '../../contract/browser-runtime.js';
@@ -33,6 +34,8 @@ export interface AppSettings {
   internalUrl?: string | undefined;
   /** Warm pool launches in flight at once in this process (default max(2, cores)). */
   poolLaunchConcurrency?: number | undefined;
+  /** 'fast': a pool lease does not wait for its commit to reach disk (BROWSERPLANE_POOL_LEASE_COMMIT; default 'durable'). */
+  poolLeaseCommit?: 'durable' | 'fast' | undefined;
   /** Pools start no browser below this much available memory (default 512 MiB). */
   poolMinFreeMemoryBytes?: number | undefined;
   /** Warm spares (modules/browsers/spares.ts): how many at most (0: none) and how long a configuration stays wanted. */
@@ -56,6 +59,8 @@ export interface AppDeps {
   sealer: Sealer;
   /** Change notifications across replicas (LISTEN/NOTIFY). */
   events: EventHub;
+  /** Presented API keys already looked up (modules/api-keys/auth-cache.ts); without it every request reads the key. */
+  authCache?: AuthCache;
   proxy: ProxySettings;
   profileStore: ProfileStore;
   /** Where browsers run: local agent processes now, pods in Kubernetes mode. */

@@ -13,6 +13,7 @@ import { databaseTimeouts, type Config } from './config.js';
 import { createSealer } from './crypto/sealer.js';
 import { agentTokensFrom } from '../../contract/agent-client.js';
 import type { Db } from './db/pool.js';
+import { AuthCache } from './modules/api-keys/auth-cache.js';
 import { createPgEventHub } from './events/hub.js';
 import { loadProxyUpstreams, type ProxySettings } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
@@ -50,9 +51,11 @@ export interface ComposeOverrides {
  */
 export async function composeAppDeps(config: Config, parts: ComposeParts, overrides: ComposeOverrides = {}): Promise<AppDeps> {
   const { db, databaseUrl, runtime, log } = parts;
+  const clock = overrides.clock ?? systemClock;
+  const events = createPgEventHub(databaseUrl, db, log, databaseTimeouts(config));
   return {
     db,
-    clock: overrides.clock ?? systemClock,
+    clock,
     log,
     settings: overrides.settings ?? {
       maxBodyBytes: config.BROWSERPLANE_MAX_BODY_BYTES,
@@ -61,6 +64,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       publicUrl: config.BROWSERPLANE_PUBLIC_URL,
       browserLaunchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS,
       poolLaunchConcurrency: config.BROWSERPLANE_POOL_LAUNCH_CONCURRENCY,
+      poolLeaseCommit: config.BROWSERPLANE_POOL_LEASE_COMMIT,
       // In Kubernetes mode browsers run in pods, not on this host: its free memory says nothing.
       poolMinFreeMemoryBytes: parts.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
       authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
@@ -68,7 +72,8 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
     },
     projectResources: allProjectResources(),
     sealer: createSealer(parts.encryptionKey),
-    events: createPgEventHub(databaseUrl, db, log, databaseTimeouts(config)),
+    events,
+    authCache: new AuthCache(events, clock),
     proxy: {
       upstreams: await loadProxyUpstreams(config.BROWSERPLANE_PROXY_UPSTREAMS, config.BROWSERPLANE_PROXY_UPSTREAMS_FILE),
       checkUrl: config.BROWSERPLANE_PROXY_CHECK_URL,

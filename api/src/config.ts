@@ -99,6 +99,12 @@ export const configSchema = z.object({
   BROWSERPLANE_POOL_LAUNCH_CONCURRENCY: optionalString
     .pipe(z.coerce.number<string | undefined>().int().min(1).max(256).optional())
     .describe('Warm pool browsers this process launches at once, across pools (default: the number of cores, at least 2)'),
+  BROWSERPLANE_POOL_LEASE_COMMIT: z
+    .enum(['durable', 'fast'])
+    .default('durable')
+    .describe(
+      'How an acquire commits its lease: durable (waits for the WAL to reach disk) or fast (does not, saving an fsync, often 1-4 ms, per acquire; a Postgres crash within about 0.6 s of an acquire can forget the lease, and the browser can then be leased again while its first holder still uses it)',
+    ),
   BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS: z.coerce
     .number()
     .int()

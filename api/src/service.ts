@@ -45,7 +45,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
         windowMs: config.BROWSERPLANE_POSTGRES_RESTART_WINDOW_SECONDS * 1000,
       });
   try {
-    const databaseUrl = config.DATABASE_URL ?? embedded!.url;
+    // An external database over the URL given; the embedded one over its Unix socket.
+    const databaseUrl = config.DATABASE_URL ?? embedded!.localUrl;
     await migrate(databaseUrl, log);
     const db = createPool(databaseUrl, config.DATABASE_POOL_MAX, databaseTimeouts(config));
     db.on('error', (error) => log.error({ err: error }, 'idle Postgres connection failed'));

@@ -8,6 +8,7 @@ import { rawTar } from '../support/raw-tar.js';
 import { archiveRequest } from './browsers-profile.fixtures.js';
 import type { HttpClient, HttpResponse } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { leaseIdleBrowser } from '../../api/src/modules/browser-pools/browsers-store.js';
 import { createPool, expectError, ORG_CAP, type Pool } from './browser-pools.fixtures.js';
 import { FakeAgent, FakeRuntime, newProject, useRuntime } from './browsers.fixtures.js';
 
@@ -360,5 +361,43 @@ describe('lease idle timeout and refresh_on_profile_update', () => {
     expect(after.map((r) => r.id)).toContain(leased);
     expect((await endedRows(refreshing.id)).map((r) => r.deleted_reason)).toEqual(['pool_refreshed']);
     expect((await liveRows(fixed.id)).map((r) => r.id)).toEqual(fixedBefore);
+  });
+});
+
+describe('lease commits (BROWSERPLANE_POOL_LEASE_COMMIT)', () => {
+  const commitModeAfterLease = async (poolId: string, fastCommit: boolean) => {
+    const tx = await app.database.db.connect();
+    try {
+      await tx.query('BEGIN');
+      const row = await leaseIdleBrowser(tx, { id: poolId }, { name: null, tags: {}, startUrl: null, fastCommit }, new Date());
+      const inside = (await tx.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit;
+      await tx.query('ROLLBACK');
+      const after = (await tx.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit;
+      return { leased: row?.id, inside, after };
+    } finally {
+      tx.release();
+    }
+  };
+
+  it('fast: the lease does not wait for its commit to reach disk, for its own transaction only', async () => {
+    const { pool } = await warmPool(1);
+    const fast = await commitModeAfterLease(pool.id, true);
+    expect(fast.leased).toEqual(expect.any(String));
+    expect(fast).toMatchObject({ inside: 'off', after: 'on' });
+    const durable = await commitModeAfterLease(pool.id, false);
+    expect(durable).toMatchObject({ leased: fast.leased, inside: 'on', after: 'on' });
+  });
+
+  it('fast: an acquire over HTTP leases as a durable one does', async () => {
+    const { client, pool } = await warmPool(1);
+    app.deps.settings.poolLeaseCommit = 'fast';
+    try {
+      const lease = await acquire(client, pool.id, { tags: { mode: 'fast' } });
+      expect(lease.status).toBe(200);
+      expect(lease.body.tags).toEqual({ mode: 'fast' });
+      expect((await client.get<Pool>(`/browser_pools/${pool.id}`)).body).toMatchObject({ available_count: 0, acquired_count: 1 });
+    } finally {
+      app.deps.settings.poolLeaseCommit = 'durable';
+    }
   });
 });

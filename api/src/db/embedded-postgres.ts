@@ -18,10 +18,17 @@ import { startPostmaster, type Postmaster } from './postmaster.js';
  * SIGTERM. The server runs as our child in its own session (postmaster.ts), supervised:
  * restarted when it dies (postgres-supervisor.ts), on the same port, so the pool's URL
  * holds and its connections come back by themselves.
+ *
+ * It listens on loopback TCP (`url`, for anything that must reach it over the network) and,
+ * where the path fits, on a Unix socket in the cluster dir (`localUrl`, what this process
+ * uses): a query's round trip over a Unix socket skips the TCP stack on both ends, and the
+ * service makes one or two per request.
  */
 export class EmbeddedPostgres {
   private constructor(
     readonly url: string,
+    /** The same database over the Unix socket when there is one, else `url`. */
+    readonly localUrl: string,
     private readonly supervisor: PostgresSupervisor,
     private readonly log: Logger,
     private readonly ownerFile: string,
@@ -45,11 +52,13 @@ export class EmbeddedPostgres {
       await pgctl(['stop', '-m', 'fast', '-w', '-t', '60']);
     }
     /** `reaped`, on restarts: postmasters of ours that exited (at start-up a lock file is Postgres's to judge). */
+    const socketDir = socketDirUsable(path.resolve(clusterDir)) ? path.resolve(clusterDir) : undefined;
     const launch = (port: number, reaped?: ReadonlySet<number>) =>
       startPostmaster({
         postgres: path.join(path.dirname(bin.pg_ctl), 'postgres'),
         clusterDir,
         port,
+        socketDir,
         owner,
         logFile: path.join(clusterDir, 'server.log'),
         readyTimeoutMs: START_TIMEOUT_MS,
@@ -58,6 +67,7 @@ export class EmbeddedPostgres {
       });
     const { postmaster, port } = await startOnFreePort((free) => launch(free), log);
     const url = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/browserplane`;
+    const localUrl = socketDir === undefined ? url : url.replace('@127.0.0.1:', `@${encodeURIComponent(socketDir)}:`);
     try {
       await ensureDatabase(url.replace(/\/browserplane$/, '/postgres'), 'browserplane');
     } catch (error) {
@@ -66,8 +76,8 @@ export class EmbeddedPostgres {
     }
     const supervisor = new PostgresSupervisor((reaped) => launch(port, reaped), policy, log);
     supervisor.watch(postmaster);
-    log.info({ component: 'postgres', port, pid: postmaster.pid, clusterDir }, 'embedded Postgres ready');
-    return new EmbeddedPostgres(url, supervisor, log, ownerFile);
+    log.info({ component: 'postgres', port, socketDir, pid: postmaster.pid, clusterDir }, 'embedded Postgres ready');
+    return new EmbeddedPostgres(url, localUrl, supervisor, log, ownerFile);
   }
 
   /** Running, restarting (which attempt, when the next), given up, or stopped. */
@@ -80,6 +90,16 @@ export class EmbeddedPostgres {
     await releaseDataDir(this.ownerFile);
     this.log.info({ component: 'postgres' }, 'embedded Postgres stopped');
   }
+}
+
+/**
+ * Whether Postgres can put its socket in `dir`: the socket's path (.s.PGSQL.<port>) must
+ * fit sockaddr_un's 108 bytes with its NUL, and unix_socket_directories is a comma-separated
+ * list, so a path with a comma, quote or white space would be misread. A data dir like that
+ * keeps to TCP.
+ */
+export function socketDirUsable(dir: string): boolean {
+  return Buffer.byteLength(path.join(dir, '.s.PGSQL.65535')) < 108 && !/[,"'\\\s]/.test(dir);
 }
 
 /** How long Postgres may take to accept connections, crash recovery included (pg_ctl's -t 60). */
@@ -160,8 +180,9 @@ async function initCluster(bin: Binaries, clusterDir: string, password: string, 
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
-  // Loopback TCP only: no Unix socket to collide with another cluster's, nothing on
-  // other interfaces.
+  // Loopback TCP, nothing on other interfaces, and no socket in a shared directory to
+  // collide with another cluster's (the postmaster's command line adds one in the
+  // cluster dir, which is ours alone).
   await appendFile(
     path.join(clusterDir, 'postgresql.conf'),
     "\n# browserplane\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = ''\n",

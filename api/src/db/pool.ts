@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { databaseUnavailable } from './unavailable.js';
 
@@ -63,6 +64,24 @@ export function createPool(connectionString: string, max: number, timeouts: Data
   // discards the client instead of pooling it.
   pool.on('connect', (client) => client.on('error', () => undefined));
   return pool;
+}
+
+const statementNames = new Map<string, string>();
+
+/**
+ * A statement to run prepared: Postgres parses and plans it once per connection, and each
+ * later run sends only its values (a hot path's parse and plan, per request, cost the
+ * server about as much as running it). Named by a hash of its text, so two texts never
+ * share a name, and an edited statement is prepared afresh. For statements run on every
+ * request only: each name holds a prepared statement on every pooled connection.
+ */
+export function prepared(text: string, values: unknown[]): pg.QueryConfig {
+  let name = statementNames.get(text);
+  if (name === undefined) {
+    name = `bp_${createHash('sha256').update(text).digest('base64url').slice(0, 22)}`;
+    statementNames.set(text, name);
+  }
+  return { name, text, values };
 }
 
 /** Runs `work` in one transaction; rolls back on any error and rethrows it. */

@@ -35,6 +35,8 @@ export interface PostmasterOptions {
   postgres: string;
   clusterDir: string;
   port: number;
+  /** Also listen on a Unix socket in this directory (besides loopback TCP). */
+  socketDir?: string | undefined;
   owner: RunAs;
   /** Its stdout and stderr are appended here (Postgres logs to stderr). */
   logFile: string;
@@ -73,7 +75,9 @@ export async function startPostmaster(options: PostmasterOptions): Promise<Postm
 async function spawnPostmaster(options: PostmasterOptions): Promise<Postmaster> {
   const logFd = await open(options.logFile, 'a', 0o600);
   try {
-    const child = spawn(options.postgres, ['-D', options.clusterDir, '-p', String(options.port)], {
+    // On the command line: it overrides postgresql.conf, whose unix_socket_directories is ''.
+    const socket = options.socketDir === undefined ? [] : ['-c', `unix_socket_directories=${options.socketDir}`];
+    const child = spawn(options.postgres, ['-D', options.clusterDir, '-p', String(options.port), ...socket], {
       ...spawnOptionsFor(options.owner),
       detached: true,
       stdio: ['ignore', logFd.fd, logFd.fd],

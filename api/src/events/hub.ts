@@ -7,11 +7,18 @@ import { DEFAULT_DATABASE_TIMEOUTS, timeoutOptions, type DatabaseTimeouts } from
  * dedicated connection per process listens; subscribers register per channel. Payloads
  * are small JSON (ids and states): subscribers re-read the row when they need more.
  * The listening connection is re-established after a failure, and subscribers are told
- * (`onReconnect`), since notifications sent while it was down are lost.
+ * (`onReconnect`), since notifications sent while it was down are lost; those that must
+ * not act on state the lost notifications would have changed (a cache) are also told when
+ * it goes down (`onDisconnect`).
  */
 export interface EventHub {
   publish(channel: string, payload: unknown, db?: Pick<pg.Pool, 'query'>): Promise<void>;
-  subscribe(channel: string, handler: (payload: unknown) => void, onReconnect?: () => void): Promise<() => Promise<void>>;
+  subscribe(
+    channel: string,
+    handler: (payload: unknown) => void,
+    onReconnect?: () => void,
+    onDisconnect?: () => void,
+  ): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -26,10 +33,16 @@ export function createPgEventHub(
   log: Logger,
   timeouts: DatabaseTimeouts = DEFAULT_DATABASE_TIMEOUTS,
 ): EventHub {
-  const handlers = new Map<string, Set<{ onEvent: (payload: unknown) => void; onReconnect?: (() => void) | undefined }>>();
+  const handlers = new Map<
+    string,
+    Set<{ onEvent: (payload: unknown) => void; onReconnect?: (() => void) | undefined; onDisconnect?: (() => void) | undefined }>
+  >();
   let client: pg.Client | undefined;
   let connecting: Promise<pg.Client> | undefined;
   let closed = false;
+  const disconnected = () => {
+    for (const subs of handlers.values()) for (const sub of subs) sub.onDisconnect?.();
+  };
 
   const connect = (): Promise<pg.Client> => {
     connecting ??= (async () => {
@@ -51,6 +64,7 @@ export function createPgEventHub(
         log.warn({ err: error }, 'event listener connection failed; reconnecting');
         client = undefined;
         connecting = undefined;
+        disconnected();
         void reconnect();
       });
       try {
@@ -85,7 +99,7 @@ export function createPgEventHub(
     async publish(channel, payload, db = publisher) {
       await db.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify(payload)]);
     },
-    async subscribe(channel, onEvent, onReconnect) {
+    async subscribe(channel, onEvent, onReconnect, onDisconnect) {
       const c = client ?? (await connect());
       let subs = handlers.get(channel);
       if (!subs) {
@@ -101,12 +115,13 @@ export function createPgEventHub(
             client = undefined;
             connecting = undefined;
             void c.end().catch(() => undefined);
+            disconnected();
             void reconnect();
           }
           throw error;
         }
       }
-      const sub = { onEvent, onReconnect };
+      const sub = { onEvent, onReconnect, onDisconnect };
       subs.add(sub);
       return async () => {
         subs.delete(sub);

@@ -36,6 +36,7 @@ async function runRoute(route: RouteDef, req: Request, res: Response, deps: AppD
         projectNameHeader: req.get(PROJECT_NAME_HEADER),
       },
       route.auth,
+      deps.authCache,
     );
   }
   if (route.bodyType === 'raw' || route.bodyType === 'multipart') checkStreamedBody(req, route.bodyType);

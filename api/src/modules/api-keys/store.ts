@@ -1,6 +1,7 @@
-import type { Queryable } from '../../db/pool.js';
+import { prepared, type Queryable } from '../../db/pool.js';
 import { newId } from '../../ids.js';
 import { escapeLike } from '../projects/store.js';
+import { noteAuthChange } from './auth-changes.js';
 
 export interface ApiKeyRow {
   id: string;
@@ -70,24 +71,25 @@ export interface PresentedKey {
   deleted_at: Date | null;
 }
 
+export type RequestKey = PresentedKey & { implicit_project_id: string | null; implicit_project_name: string | null };
+
 /**
  * The presented key with the project a request acts in when it names none: the key's own
  * project (project-scoped keys) or the org's default project (org-wide keys), in one round
  * trip, since every authenticated request starts here. implicit_project_* are null when
  * that project does not exist (any more).
  */
-export async function findApiKeyForRequest(
-  db: Queryable,
-  hash: Buffer,
-): Promise<(PresentedKey & { implicit_project_id: string | null; implicit_project_name: string | null }) | undefined> {
-  const { rows } = await db.query<PresentedKey & { implicit_project_id: string | null; implicit_project_name: string | null }>(
-    `SELECT k.id, k.name, k.org_id, k.project_id, k.expires_at, k.deleted_at,
+export async function findApiKeyForRequest(db: Queryable, hash: Buffer): Promise<RequestKey | undefined> {
+  const { rows } = await db.query<RequestKey>(
+    prepared(
+      `SELECT k.id, k.name, k.org_id, k.project_id, k.expires_at, k.deleted_at,
             p.id AS implicit_project_id, p.name AS implicit_project_name
        FROM api_keys k
        LEFT JOIN projects p ON p.org_id = k.org_id AND p.deleted_at IS NULL
             AND (CASE WHEN k.project_id IS NULL THEN p.is_default ELSE p.id = k.project_id END)
       WHERE k.key_hash = $1`,
-    [hash],
+      [hash],
+    ),
   );
   return rows[0];
 }
@@ -157,10 +159,12 @@ export async function listApiKeys(db: Queryable, orgId: string, filter: ApiKeyFi
 
 export async function renameApiKey(db: Queryable, id: string, name: string): Promise<void> {
   await db.query('UPDATE api_keys SET name = $2 WHERE id = $1', [id, name]);
+  noteAuthChange();
 }
 
 export async function softDeleteApiKey(db: Queryable, id: string, now: Date): Promise<void> {
   await db.query('UPDATE api_keys SET deleted_at = $2 WHERE id = $1 AND deleted_at IS NULL', [id, now]);
+  noteAuthChange();
 }
 
 /** Brings a key's expiry forward to `at` (never pushes it later). */
@@ -169,6 +173,7 @@ export async function expireApiKeyBy(db: Queryable, id: string, at: Date): Promi
     'UPDATE api_keys SET expires_at = LEAST(COALESCE(expires_at, $2), $2) WHERE id = $1',
     [id, at],
   );
+  noteAuthChange();
 }
 
 export async function countLiveProjectKeys(db: Queryable, projectId: string, now: Date): Promise<number> {

@@ -72,7 +72,7 @@ export class LeaseQueue {
         throw conflict('browser_name_taken', `An active browser session named ${JSON.stringify(name)} already exists in this project`);
       }
     }
-    const lease: Lease = { name, tags: input.tags ?? {}, startUrl: input.start_url ?? null };
+    const lease: Lease = { name, tags: input.tags ?? {}, startUrl: input.start_url ?? null, fastCommit: this.deps.settings.poolLeaseCommit === 'fast' };
     let pool: PoolRow | undefined;
     if (input.telemetry !== undefined && input.telemetry !== null && Object.keys(input.telemetry).length > 0) {
       pool = await getPool(this.deps.db, scope, idOrName);

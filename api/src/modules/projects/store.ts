@@ -1,5 +1,6 @@
 import { foldName, newId } from '../../ids.js';
 import type { Queryable } from '../../db/pool.js';
+import { noteAuthChange } from '../api-keys/auth-changes.js';
 
 export interface ProjectRow {
   id: string;
@@ -32,6 +33,8 @@ export async function insertProject(
      VALUES ($1, $2, $3, $4, 'active', $5, $6, $6) RETURNING ${COLUMNS}`,
     [newId('proj'), input.orgId, input.name, foldName(input.name), input.isDefault, input.now],
   );
+  // A new default project becomes the one org-wide keys act in.
+  noteAuthChange();
   return rows[0]!;
 }
 
@@ -93,11 +96,13 @@ export async function updateProject(
       WHERE id = $1 AND deleted_at IS NULL RETURNING ${COLUMNS}`,
     [id, change.name ?? null, change.name === undefined ? null : foldName(change.name), change.status ?? null, change.now],
   );
+  noteAuthChange();
   return rows[0];
 }
 
 export async function softDeleteProject(db: Queryable, id: string, now: Date): Promise<void> {
   await db.query('UPDATE projects SET deleted_at = $2, updated_at = $2 WHERE id = $1', [id, now]);
+  noteAuthChange();
 }
 
 /**
