@@ -3,6 +3,7 @@ import path from 'node:path';
 import type Kernel from '@onkernel/sdk';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startForwardProxy, type ForwardProxy } from '../support/forward-proxy.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { cleanupServices, startService, type RunningService } from '../support/service.js';
 
@@ -19,15 +20,17 @@ import { cleanupServices, startService, type RunningService } from '../support/s
 let service: RunningService;
 let kernel: Kernel;
 let pages: TestPageServer;
+let proxy: ForwardProxy;
 
 beforeAll(async () => {
   pages = await startTestPageServer({ '/start': '<!doctype html><title>start page</title><p>hi</p>' });
+  proxy = await startForwardProxy({ auth: { username: 'dora', password: 'spare-proxy-secret' } });
   service = await startService({ env: { BROWSERPLANE_SPARE_BROWSERS: '2', LOG_LEVEL: 'debug' } });
   kernel = service.client();
 }, 120_000);
 afterAll(async () => {
   await cleanupServices();
-  await pages?.close();
+  await Promise.all([pages?.close(), proxy?.close()]);
 });
 
 async function spareGauge(phase: 'starting' | 'running'): Promise<number> {
@@ -98,6 +101,27 @@ describe('warm spares', () => {
     console.log(`create from a spare: ${createMs.toFixed(0)} ms`);
     await waitForSpares(2);
     expect(await spareIds()).not.toContain(session.session_id);
+    await kernel.browsers.deleteByID(session.session_id);
+  }, 180_000);
+
+  it('a spare claimed with a proxy_id browses through that proxy', async () => {
+    const created = await kernel.proxies.create({ type: 'custom', config: { host: '127.0.0.1', port: proxy.port, username: 'dora', password: 'spare-proxy-secret' } });
+    await waitForSpares(2);
+    const before = await spareIds();
+    const forwarded = proxy.forwarded;
+    const session = await kernel.browsers.create({ headless: true, proxy_id: created.id! });
+    expect(before).toContain(session.session_id);
+    expect(session.proxy_id).toBe(created.id);
+    const browser = await chromium.connectOverCDP(session.cdp_ws_url, { timeout: 30_000 });
+    try {
+      const page = browser.contexts()[0]!.pages()[0]!;
+      await page.goto(`${pages.url}/through-proxy`);
+      expect(await page.title()).toBe('page /through-proxy');
+    } finally {
+      await browser.close();
+    }
+    expect(proxy.forwarded).toBeGreaterThan(forwarded);
+    expect(proxy.credentialsSeen).toContain('dora:spare-proxy-secret');
     await kernel.browsers.deleteByID(session.session_id);
   }, 180_000);
 
