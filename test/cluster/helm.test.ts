@@ -138,7 +138,8 @@ beforeAll(async () => {
       database: { url: databaseUrl },
       postgresql: { enabled: false },
       // One node of two cores: small requests, so everything schedules.
-      api: { replicas: 1, resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '1Gi' } } },
+      // Two warm spares: spare pods run beside the pools' until the upgrade below turns them off.
+      api: { replicas: 1, spareBrowsers: 2, resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '1Gi' } } },
       operator: { replicas: 2, resources: { requests: { cpu: '50m', memory: '128Mi' }, limits: { memory: '512Mi' } } },
       browsers: { image: { repository: images.browser.repository, tag: images.browser.tag, pullPolicy: 'Never' }, resources: { requests: { cpu: '100m', memory: '256Mi' }, limits: { memory: '2Gi' } } },
     }),
@@ -246,6 +247,27 @@ describe('helm install of charts/browserplane on a real node', () => {
     await eventually(async () => (await kernel.browserPools.retrieve('gitops-pool')).available_count === 1, { timeoutMs: 240_000, intervalMs: 500, what: 'the released browser to be replaced', retryErrors: true });
   }, 300_000);
 
+  it('keeps warm spare pods, and a create with their settings takes one through the API Service', async () => {
+    const spareGauge = async () => Number(/^browserplane_spare_browsers\{phase="running"\} (\d+)/m.exec(await (await fetch(`${apiUrl}/metrics`)).text())?.[1] ?? 0);
+    // The default headless and headful configurations of the default project, from the start.
+    await eventually(async () => (await spareGauge()) === 2, { timeoutMs: 240_000, intervalMs: 1000, what: 'two running spares', retryErrors: true });
+    const spareIds = (await podsOf('browserplane.dev/spare=true')).filter((pod) => !pod.metadata!.deletionTimestamp).map((pod) => pod.metadata!.labels![BROWSER_ID_LABEL]);
+    expect(spareIds).toHaveLength(2);
+    const session = await kernel.browsers.create({ headless: true, name: 'from-a-spare-pod' });
+    expect(spareIds).toContain(labelValue(session.session_id));
+    const browser = await chromium.connectOverCDP(session.cdp_ws_url);
+    try {
+      const page = await browser.contexts()[0]!.newPage();
+      await page.setContent('<title>spare pod</title>');
+      expect(await page.title()).toBe('spare pod');
+    } finally {
+      await browser.close();
+    }
+    await kernel.browsers.deleteByID(session.session_id);
+    // A replacement is warmed.
+    await eventually(async () => (await spareGauge()) === 2, { timeoutMs: 240_000, intervalMs: 1000, what: 'the spare to be replaced', retryErrors: true });
+  }, 600_000);
+
   it('replaces a browser whose container is killed', async () => {
     const [victim] = await browserPodsOfPool(apiPoolId);
     const containerId = victim!.status!.containerStatuses![0]!.containerID!.replace(/^containerd:\/\//, '');
@@ -289,7 +311,8 @@ describe('helm install of charts/browserplane on a real node', () => {
 
   it('rolls out a changed value with helm upgrade', async () => {
     const before = (await podsOf('app.kubernetes.io/component=api')).map((pod) => pod.metadata!.uid);
-    await helmIn('upgrade', RELEASE, CHART, '-f', valuesFile, '--set', 'api.logLevel=debug', '--wait', '--timeout', '5m');
+    // Spares off as well: the new API closes the spare pods the old one kept (before the uninstall below).
+    await helmIn('upgrade', RELEASE, CHART, '-f', valuesFile, '--set', 'api.logLevel=debug', '--set', 'api.spareBrowsers=0', '--wait', '--timeout', '5m');
     const deployment = await apps.readNamespacedDeployment({ name: `${RELEASE}-api`, namespace });
     const env = deployment.spec!.template.spec!.containers[0]!.env ?? [];
     expect(env.find((e) => e.name === 'LOG_LEVEL')?.value).toBe('debug');
@@ -306,6 +329,7 @@ describe('helm install of charts/browserplane on a real node', () => {
     // request can go to the old pod's address and time out.
     const pool = await eventually(async () => kernel.browserPools.retrieve('gitops-pool', { timeout: 10_000 }), { timeoutMs: 120_000, intervalMs: 1000, what: 'the API through its Service after the rollout', retryErrors: true });
     expect(pool.id).toBe(gitopsPoolId);
+    await eventually(async () => (await podsOf('browserplane.dev/spare=true')).length === 0, { timeoutMs: 180_000, intervalMs: 500, what: 'the spare pods to end', retryErrors: true });
   }, 400_000);
 
   it('helm uninstall leaves no pod, lease or Secret behind but the kept encryption key', async () => {

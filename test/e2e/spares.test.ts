@@ -180,3 +180,20 @@ describe('warm spares', () => {
     await capped.client.browsers.deleteByID(taken.session_id);
   }, 240_000);
 });
+
+describe('warm spares turned off', () => {
+  it('closes the spares a previous run left when the service starts with BROWSERPLANE_SPARE_BROWSERS=0', async () => {
+    const first = await startService({ env: { BROWSERPLANE_SPARE_BROWSERS: '2' } });
+    const records = async () => (await readdir(path.join(first.dataDir, 'browsers')).catch(() => [])).filter((f) => f.endsWith('.json'));
+    await vi.waitFor(async () => expect(await records()).toHaveLength(2), { timeout: 60_000, interval: 250 });
+    // Killed: its browsers outlive it, as after a crash (a clean stop would close them).
+    await first.kill();
+    expect(await records()).toHaveLength(2);
+    const second = await startService({ dataDir: first.dataDir, env: { BROWSERPLANE_SPARE_BROWSERS: '0' } });
+    await vi.waitFor(async () => expect(await records()).toEqual([]), { timeout: 60_000, interval: 250 });
+    const text = await (await fetch(`${second.url}/metrics`)).text();
+    expect(text).toMatch(/^browserplane_spare_browsers\{phase="running"\} 0$/m);
+    // Closed as spares, not counted as sessions that ended.
+    expect(text).not.toMatch(/^browserplane_browser_sessions_ended\{reason="spare_retired"\}/m);
+  }, 180_000);
+});

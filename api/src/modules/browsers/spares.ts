@@ -61,8 +61,17 @@ export class SpareKeeper implements Spares {
     return this.settings.max > 0 && !this.stopped;
   }
 
+  /**
+   * Plans now and every `intervalMs`. With spares turned off (max 0) it makes one pass
+   * instead, which closes the spares an earlier configuration left (in Kubernetes mode,
+   * their pods), and plans nothing after it.
+   */
   start(options: { intervalMs?: number } = {}): void {
-    if (this.timer || !this.enabled) return;
+    if (this.timer || this.stopped) return;
+    if (this.settings.max === 0) {
+      this.passing ??= this.pass().catch((error: unknown) => this.deps.log.warn({ err: error }, 'closing the warm spares left from before failed'));
+      return;
+    }
     this.timer = setInterval(() => this.poke(), options.intervalMs ?? SPARE_PASS_INTERVAL_MS);
     this.timer.unref();
     this.poke();
