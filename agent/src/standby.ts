@@ -50,6 +50,9 @@ export async function runStandby(
     import('./display.js'),
     import('./proxy.js'),
     import('ws'),
+    // The proxy forwarder's server (proxy-chain: 50-500 ms of CPU to load), which an agent
+    // loads about a second after its browser is ready: loaded here, it stalls nothing then.
+    import('proxy-chain'),
   ]);
   // The runtime names itself: by the time this line runs, a runtime that died at once
   // would already have left us re-parented, and process.ppid would not tell.
