@@ -16,8 +16,8 @@ export const CHROMIUM = process.env.CHROME_PATH ?? '/usr/lib/chromium/chromium';
 export interface BareChromium {
   child: ChildProcess;
   readyMs: number;
-  /** Sends one CDP command over the pipe and resolves with its result. */
-  command(method: string, params?: Record<string, unknown>): Promise<unknown>;
+  /** Sends one CDP command over the pipe (to a flat session when `sessionId` is given) and resolves with its result. */
+  command(method: string, params?: Record<string, unknown>, sessionId?: string): Promise<unknown>;
   stop(): Promise<void>;
 }
 
@@ -57,11 +57,11 @@ export async function launchBareChromium(user: { uid: number; gid: number } | un
     pending.clear();
   });
   let nextId = 1;
-  const command = (method: string, params: Record<string, unknown> = {}) =>
+  const command = (method: string, params: Record<string, unknown> = {}, sessionId?: string) =>
     new Promise<unknown>((resolve, reject) => {
       const id = nextId++;
       pending.set(id, { resolve, reject });
-      input.write(JSON.stringify({ id, method, params }) + '\0');
+      input.write(JSON.stringify({ id, method, params, ...(sessionId ? { sessionId } : {}) }) + '\0');
     });
   await command('Browser.getVersion');
   const readyMs = performance.now() - t0;

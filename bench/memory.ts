@@ -21,7 +21,6 @@ import { randomBytes } from 'node:crypto';
 import { chown, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { Readable, Writable } from 'node:stream';
 import { resolveSystemUser } from '../lib/system-user.js';
 import WebSocket from 'ws';
 import { launchBareChromium, type BareChromium } from './chromium.js';
@@ -94,7 +93,7 @@ async function main(): Promise<void> {
 
     // CDP through the agent beside CDP over the bare pipe, alternating blocks.
     const viaAgent = await cdpClient(cdpUrls[0]!);
-    const viaPipe = pipeClient(bares[0]!);
+    const viaPipe: Command = (method, params, sessionId) => bares[0]!.command(method, params, sessionId);
     const bareTarget = await pageSession(viaPipe);
     const agentTarget = await pageSession(viaAgent.command);
     const times = { bare: 0, agent: 0, agentCpu: 0 };
@@ -134,35 +133,6 @@ async function roundTrips(evaluate: (expression: string) => Promise<unknown>, co
   const t0 = performance.now();
   for (let i = 0; i < count; i++) await evaluate(`${i}+1`);
   return performance.now() - t0;
-}
-
-/**
- * CDP with flat sessions over a bare Chromium's pipe, beside chromium.ts's own client (which
- * ignores answers to ids it did not send; these start far above its own).
- */
-function pipeClient(bare: BareChromium): Command {
-  const input = bare.child.stdio[3] as Writable;
-  const output = bare.child.stdio[4] as Readable;
-  const pending = new Map<number, (message: { result?: unknown; error?: { message: string } }) => void>();
-  let buffered = '';
-  output.on('data', (chunk: Buffer) => {
-    buffered += chunk.toString();
-    for (let end = buffered.indexOf('\0'); end >= 0; end = buffered.indexOf('\0')) {
-      const message = JSON.parse(buffered.slice(0, end)) as { id?: number; result?: unknown; error?: { message: string } };
-      buffered = buffered.slice(end + 1);
-      const waiter = message.id === undefined ? undefined : pending.get(message.id);
-      if (!waiter) continue;
-      pending.delete(message.id!);
-      waiter(message);
-    }
-  });
-  let next = 1_000_000;
-  return (method, params = {}, sessionId) =>
-    new Promise((resolve, reject) => {
-      const id = next++;
-      pending.set(id, (message) => (message.error ? reject(new Error(message.error.message)) : resolve(message.result)));
-      input.write(JSON.stringify({ id, method, params, ...(sessionId ? { sessionId } : {}) }) + '\0');
-    });
 }
 
 async function cdpClient(url: string): Promise<{ command: Command; close(): void }> {
