@@ -4,7 +4,7 @@ import { PoolManager, POOL_RECONCILE_INTERVAL_MS } from './modules/browser-pools
 import type { CdpConnections } from './modules/browsers/cdp-proxy.js';
 import { IdleReaper, REAP_INTERVAL_MS } from './modules/browsers/reaper.js';
 import { MIN_FREE_MEMORY_BYTES } from './modules/browser-pools/fill.js';
-import { SpareKeeper, SPARE_PASS_INTERVAL_MS } from './modules/browsers/spares.js';
+import { DEFAULT_SPARE_LEARN_MINUTES, SpareKeeper, SPARE_PASS_INTERVAL_MS } from './modules/browsers/spares.js';
 
 /**
  * The app's long-lived services, made once per app by whoever composes it (the service,
@@ -34,7 +34,7 @@ export interface BackgroundOptions {
 export function createAppServices(deps: AppDeps): AppServices {
   const spares = new SpareKeeper(deps, {
     max: deps.settings.spares?.max ?? 0,
-    learnMinutes: deps.settings.spares?.learnMinutes ?? 30,
+    learnMinutes: deps.settings.spares?.learnMinutes ?? DEFAULT_SPARE_LEARN_MINUTES,
     minFreeMemoryBytes: deps.settings.poolMinFreeMemoryBytes ?? MIN_FREE_MEMORY_BYTES,
   });
   return { pools: new PoolManager(deps), flows: new AuthFlows(deps), spares };
@@ -57,7 +57,7 @@ export async function startBackground(deps: AppDeps, services: AppServices, conn
   const pools = options.pools === false ? undefined : services.pools;
   await pools?.start({ intervalMs: (options.pools || undefined)?.intervalMs ?? POOL_RECONCILE_INTERVAL_MS });
   const spares = options.spares ? services.spares : undefined;
-  spares?.start({ intervalMs: options.spares ? (options.spares.intervalMs ?? SPARE_PASS_INTERVAL_MS) : SPARE_PASS_INTERVAL_MS });
+  spares?.start({ intervalMs: (options.spares || undefined)?.intervalMs ?? SPARE_PASS_INTERVAL_MS });
   await services.flows.start({
     jobs: options.jobs !== false && options.jobs !== undefined,
     ...(options.jobs && options.jobs.pollIntervalMs ? { jobPollIntervalMs: options.jobs.pollIntervalMs } : {}),

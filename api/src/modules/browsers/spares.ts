@@ -10,8 +10,7 @@ import { DELETE_REASONS, launchAdmitted, sessionRoom, TERMINATE_GRACE_MS } from 
 import { defaultProjects, demandOf, listSpares, recentDemand, retireSpares, tryLockSparePlanning, type Demand, type SpareRow, type Spares } from './spare-store.js';
 import { insertSession, lockOrgSessionCreates } from './store.js';
 
-/** Defaults of the settings (docs/performance.md). */
-export const DEFAULT_SPARE_BROWSERS = 2;
+/** How long a configuration stays wanted when the settings say nothing (config.ts's default). */
 export const DEFAULT_SPARE_LEARN_MINUTES = 30;
 /** The safety net behind the pokes: demand that aged out, a spare that crashed, memory that freed up. */
 export const SPARE_PASS_INTERVAL_MS = 5_000;
