@@ -135,6 +135,11 @@ export const configSchema = z.object({
     .max(10_080)
     .default(30)
     .describe('How long a launch configuration keeps its spare after the last create that asked for it'),
+  BROWSERPLANE_CHROMIUM_PATH: z
+    .string()
+    .refine((value) => value.startsWith('/'), 'must be an absolute path')
+    .optional()
+    .describe('Embedded mode: the Chromium executable browsers run (default: the first found of Debian\'s and Google\'s install paths)'),
   BROWSERPLANE_STANDBY_AGENTS: z.coerce
     .number()
     .int()

@@ -140,6 +140,7 @@ function browserRuntime(config: Config, log: Logger, agentTokens: AgentTokens): 
     log,
     agentTokens,
     standbyAgents: config.BROWSERPLANE_STANDBY_AGENTS,
+    ...(config.BROWSERPLANE_CHROMIUM_PATH ? { chromePath: config.BROWSERPLANE_CHROMIUM_PATH } : {}),
     egress: { blockPrivateNetworks: config.BROWSERPLANE_BLOCK_PRIVATE_NETWORKS, allowedNetworks: config.BROWSERPLANE_ALLOWED_PRIVATE_NETWORKS },
     agentFsEnv: agentFsEnv(config),
     sessionUids: { base: config.BROWSERPLANE_SESSION_UID_BASE, count: config.BROWSERPLANE_SESSION_UID_COUNT },

@@ -52,6 +52,12 @@ describe('config', () => {
     }
   });
 
+  it('takes an absolute Chromium path for embedded browsers, and none by default', () => {
+    expect(parseConfig({}).BROWSERPLANE_CHROMIUM_PATH).toBeUndefined();
+    expect(parseConfig({ BROWSERPLANE_CHROMIUM_PATH: '/opt/chromium/chrome' }).BROWSERPLANE_CHROMIUM_PATH).toBe('/opt/chromium/chrome');
+    expect(() => parseConfig({ BROWSERPLANE_CHROMIUM_PATH: 'chromium' })).toThrow(/BROWSERPLANE_CHROMIUM_PATH: must be an absolute path/);
+  });
+
   it('runs browsers locally unless told kubernetes, in the pod’s namespace unless one is named', () => {
     expect(parseConfig({})).toMatchObject({ BROWSERPLANE_RUNTIME: 'local', namespace: 'default', BROWSERPLANE_INTERNAL_URL: undefined });
     expect(parseConfig({ BROWSERPLANE_RUNTIME: 'kubernetes', POD_NAMESPACE: 'browsers' })).toMatchObject({ BROWSERPLANE_RUNTIME: 'kubernetes', namespace: 'browsers' });
