@@ -46,7 +46,7 @@ async function headfulSession(): Promise<Session> {
     .filter((entry) => /^\d+$/.test(entry))
     .find((pid) => {
       try {
-        // Chromium's browser process itself: not its isolation wrapper (unshare), not a child (--type=).
+        // Chromium's browser process itself: not its isolation wrapper (bwrap), not a child (--type=).
         const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
         return /chrom/.test(path.basename(args[0]!)) && args.includes(`--user-data-dir=${workDir}/user-data`) && !args.some((arg) => arg.startsWith('--type='));
       } catch {
