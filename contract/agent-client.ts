@@ -55,9 +55,11 @@ export function agentWsUrl(agent: AgentEndpoint, path: string): string {
 export type { AgentHealth } from './agent-wire.js';
 
 /** GET /health, read through the wire schema (agent-wire.ts); undefined when the agent does not answer or answers no health. */
-export async function fetchHealth(agent: AgentEndpoint, timeoutMs: number): Promise<AgentHealth | undefined> {
+export async function fetchHealth(agent: AgentEndpoint, timeoutMs: number, options: { waitMs?: number } = {}): Promise<AgentHealth | undefined> {
   try {
-    const response = await agentFetch(agent, '/health', { signal: AbortSignal.timeout(timeoutMs) });
+    // wait_ms: an agent whose Chromium is starting answers once it is ready (or gave up), at most waitMs later.
+    const query = options.waitMs ? `?wait_ms=${options.waitMs}` : '';
+    const response = await agentFetch(agent, `/health${query}`, { signal: AbortSignal.timeout(timeoutMs + (options.waitMs ?? 0)) });
     return readAgentHealth(await response.json());
   } catch {
     return undefined;

@@ -29,6 +29,8 @@ export type AgentStatus = (typeof AGENT_STATUSES)[number];
  */
 export const agentHealthSchema = z.object({
   status: z.enum(AGENT_STATUSES),
+  /** Chromium's process has been started (while starting: it may not answer CDP yet). */
+  spawned: z.boolean().optional(),
   browser_id: z.string().nullable(),
   browser: z.object({ version: z.string(), pid: z.number().int(), sandbox: z.boolean() }).nullable(),
   /** Client connections of every kind (CDP, WebDriver BiDi, live view). */
@@ -46,6 +48,7 @@ export type AgentHealth = z.infer<typeof agentHealthSchema>;
  */
 const agentHealthReading = z.object({
   status: agentHealthSchema.shape.status,
+  spawned: z.boolean().catch(false),
   browser_id: agentHealthSchema.shape.browser_id.catch(null),
   browser: agentHealthSchema.shape.browser.catch(null),
   connections: agentHealthSchema.shape.connections.catch(0),

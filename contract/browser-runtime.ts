@@ -30,9 +30,21 @@ export interface ObservedBrowser {
   labels: Record<string, string>;
 }
 
+export interface LaunchOptions {
+  signal: AbortSignal;
+  /**
+   * Called at most once, before the launch resolves, when Chromium's process has been
+   * started and its agent takes requests at `agentUrl` (requests and connections made
+   * before Chromium answers wait for it there, and fail as the launch does). Lets a
+   * caller answer while Chromium starts. A runtime that cannot tell (a pod whose agent is
+   * not reachable before it is ready) never calls it.
+   */
+  onStarted?: (started: { agentUrl: string }) => void;
+}
+
 export interface BrowserRuntime {
   /** Starts the browser if it does not exist yet; resolves once it is Ready or Failed. */
-  launch(spec: BrowserLaunchSpec, options: { signal: AbortSignal }): Promise<ObservedBrowser>;
+  launch(spec: BrowserLaunchSpec, options: LaunchOptions): Promise<ObservedBrowser>;
   observe(browserId: string): Promise<ObservedBrowser | undefined>;
   /** Every browser this runtime placed, for reconcilers to find orphans and crashes. */
   list(): Promise<ObservedBrowser[]>;

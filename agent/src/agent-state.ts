@@ -30,6 +30,8 @@ export interface AgentState {
   /** The secret every request presents (AGENT_TOKEN, or the standby's claim). */
   token: string;
   phase: () => AgentPhase;
+  /** Chromium's process has been started (it may still be starting). */
+  spawned: () => boolean;
   chromium: () => RunningChromium | undefined;
   bridge: CdpBridge;
   connections: ConnectionTracker;

@@ -66,6 +66,9 @@ export class BrowserAgent {
   /** Called once the phase leaves 'starting' (ready, failed or stopping): a waiting GET /health answers then. */
   private settle!: () => void;
   private readonly settled = new Promise<void>((resolve) => (this.settle = resolve));
+  private spawnedAt = 0; // when Chromium was spawned (0: not yet): the service may answer its caller then
+  private markSpawned!: () => void;
+  private readonly spawnedOrSettled = Promise.race([new Promise<void>((resolve) => (this.markSpawned = resolve)), this.settled]);
 
   constructor(
     private readonly config: AgentConfig,
@@ -81,6 +84,9 @@ export class BrowserAgent {
   private async startOnce(): Promise<void> {
     const started = Date.now();
     const { spec } = this.config;
+    // The service answers its caller at Chromium's spawn: clients connecting earlier wait
+    // (not refused) until the start settles and the cookie baseline, if any, is read.
+    this.connections.admitAfter(this.settled.then(() => this.cookieBaseline));
     if (spec.startUrl && startUrlOf(spec) !== spec.startUrl) this.log.warn({ start_url: spec.startUrl }, 'start URL is not an http(s) URL: opening about:blank');
     const ignored = unsupportedSettings(spec);
     if (ignored.length > 0) this.log.warn({ settings: ignored }, 'launch settings not supported by this agent yet: ignored');
@@ -95,10 +101,12 @@ export class BrowserAgent {
     const workDirReady = Date.now();
     // Chromium takes 200-400 ms to answer CDP; the HTTP side loads and listens meanwhile,
     // which keeps ws and the server (about 60 ms of module loading) off the launch path.
-    let spawnedAt = 0;
     const launched = Promise.all([this.startDisplay(user), this.prepareLaunchExtras(user, forwarding), this.restoreProfile(user)]).then(() =>
       launchBrowser({
-        onSpawn: () => (spawnedAt = Date.now()),
+        onSpawn: () => {
+          this.spawnedAt = Date.now();
+          this.markSpawned();
+        },
         config: this.config,
         dirs: this.dirs!,
         display: this.display,
@@ -117,16 +125,12 @@ export class BrowserAgent {
     // Off the launch path (Chromium answers slowly while it starts: 100-300 ms here), but
     // before any client: clients wait for it, so none has changed a cookie yet.
     this.cookieBaseline = this.captureCookieBaseline(chromium);
-    this.connections.admitAfter(this.cookieBaseline);
     this.chromium = chromium;
     if (this.stopping) return;
     this.phase = 'ready';
     this.settle();
-    // The first client's CDP connection is attached now, while the service records the
-    // session and answers its caller, rather than on that client's clock (cdp/mux.ts).
-    chromium.cdp.prepareConnection();
     // Where a start's time went, for profiling a create: all but chromium_ms is the agent's.
-    const split = { work_dir_ms: workDirReady - started, spawn_ms: spawnedAt - started, chromium_ms: answeredAt - spawnedAt };
+    const split = { work_dir_ms: workDirReady - started, spawn_ms: this.spawnedAt - started, chromium_ms: answeredAt - this.spawnedAt };
     this.log.info({ ms: Date.now() - started, ...split, chromium_pid: chromium.pid, sandbox: chromium.sandbox }, 'browser ready');
     // proxy-chain takes 50-500 ms of the agent's CPU to load (its event loop stalls
     // meanwhile): right at ready it held up the first client's upgrade and commands, which
@@ -187,6 +191,7 @@ export class BrowserAgent {
         browserId: this.config.spec.browserId,
         token: this.config.token,
         phase: () => this.phase,
+        spawned: () => this.spawnedAt > 0,
         chromium: () => this.chromium,
         bridge,
         connections: this.connections,
@@ -199,7 +204,7 @@ export class BrowserAgent {
         },
       },
       this.log,
-      { settled: () => this.settled },
+      { settled: () => this.settled, spawned: () => this.spawnedOrSettled },
     );
     this.bridge = bridge;
     this.server = server;

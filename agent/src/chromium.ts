@@ -151,7 +151,12 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
   };
   const pipe = new CdpPipe(child.stdio[3] as Writable, child.stdio[4] as Readable);
   const cdp = new CdpMux(pipe, log, options.cdpPolicy);
-  const versionInfo = await answered(child, cdp, exited, options.startTimeoutMs, options.signal).catch(async (error: unknown) => {
+  const answering = answered(child, cdp, exited, options.startTimeoutMs, options.signal);
+  // The first client's browser session is asked for now, behind Browser.getVersion: Chromium
+  // answers both as DevTools comes up, so a client that connected while Chromium started
+  // sends its first command at once rather than after another round trip (cdp/mux.ts).
+  cdp.prepareConnection();
+  const versionInfo = await answering.catch(async (error: unknown) => {
     pipe.close();
     await kill();
     throw error;

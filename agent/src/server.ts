@@ -32,6 +32,8 @@ export const MAX_HEALTH_WAIT_MS = 5000;
 export interface AgentServerOptions {
   /** Resolves once the phase is no longer 'starting' (ready, or given up): ends a waiting /health. */
   settled?: () => Promise<void>;
+  /** Resolves once Chromium is spawned or the start settled: ends a /health waiting with until=spawned. */
+  spawned?: () => Promise<void>;
 }
 
 export function createAgentServer(state: AgentState, log: Logger, options: AgentServerOptions = {}): http.Server {
@@ -96,15 +98,21 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
     // The runtime waits for the start here rather than polling: the answer leaves the
     // moment Chromium is ready, with no poll interval and no requests competing with
     // Chromium's start for the CPU.
+    // until=spawned answers once Chromium's process exists: the runtime then lets the
+    // service answer its caller while Chromium starts (requests made meanwhile wait below).
     const waitMs = healthWaitMs(url.searchParams.get('wait_ms'));
-    if (waitMs > 0 && state.phase() === 'starting' && options.settled) {
+    const awaited = url.searchParams.get('until') === 'spawned' ? options.spawned : options.settled;
+    if (waitMs > 0 && state.phase() === 'starting' && awaited && !(awaited === options.spawned && state.spawned())) {
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([options.settled(), new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
+      await Promise.race([awaited(), new Promise((resolve) => (timer = setTimeout(resolve, waitMs)))]);
       clearTimeout(timer);
     }
     return sendJson(response, state.phase() === 'ready' ? 200 : 503, health(state));
   }
   if (!authorized) return sendJson(response, UNAUTHORIZED.status, { code: UNAUTHORIZED.code, message: UNAUTHORIZED.message });
+  // A request made while Chromium starts (the service answered its create at the spawn)
+  // waits for the start to settle, then is served or refused as the outcome says.
+  if (state.phase() === 'starting' && options.settled) await options.settled();
   if (key === 'GET /json/version') return jsonVersion(state, request, response);
   if (path.startsWith('/computer/')) return handleComputerRequest(state.chromium(), request, response, path);
   if (key === 'POST /settings') {
@@ -144,6 +152,7 @@ function health(state: AgentState): AgentHealth {
   const activity = state.connections.activity();
   return {
     status: state.phase(),
+    spawned: state.spawned(),
     browser_id: state.browserId,
     browser: chromium ? { version: chromium.version, pid: chromium.pid, sandbox: chromium.sandbox } : null,
     connections: activity.connections,

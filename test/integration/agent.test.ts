@@ -268,6 +268,37 @@ describe('agent lifecycle', () => {
     expect((await slow.exited).code).toBe(0);
   });
 
+  it('answers /health?until=spawned at the spawn, and serves what is asked while Chromium starts once it answers', async () => {
+    // A Chromium that takes two seconds more to start: the service answers its create at the
+    // spawn, so a client's first request and CDP connection come while Chromium starts.
+    const fakeDir = await fakeChromiumDir();
+    onTestFinished(() => rm(fakeDir, { recursive: true, force: true }));
+    const lateChromium = path.join(fakeDir, 'late-chromium.sh');
+    await writeFile(lateChromium, `#!/bin/bash\nsleep 2\nexec ${process.env.CHROME_PATH ?? '/usr/lib/chromium/chromium'} "$@"\n`, { mode: 0o755 });
+    const agent = await startAgent('agent-early', {}, { env: { CHROME_PATH: lateChromium }, until: 'starting' });
+    onTestFinished(async () => {
+      agent.child.kill('SIGTERM');
+      await agent.exited;
+    });
+    const spawned = await fetch(`${agent.url}/health?wait_ms=5000&until=spawned`, { headers: agent.auth });
+    expect(spawned.status).toBe(503);
+    expect(await spawned.json()).toMatchObject({ status: 'starting', spawned: true, browser: null });
+
+    // Asked now, answered once Chromium is up (before, both were refused with 503).
+    const version = fetch(`${agent.url}/json/version`, { headers: agent.auth }).then(async (r) => ({ status: r.status, body: (await r.json()) as Record<string, string> }));
+    const client = new WebSocket(`${agent.url.replace('http', 'ws')}/cdp`, { headers: agent.auth });
+    onTestFinished(() => client.close());
+    const answer = new Promise<any>((resolve, reject) => {
+      client.once('open', () => client.send(JSON.stringify({ id: 1, method: 'Browser.getVersion' })));
+      client.once('message', (data: Buffer) => resolve(JSON.parse(data.toString('utf8'))));
+      client.once('error', reject);
+      client.once('unexpected-response', (_request, response) => reject(new Error(`upgrade answered ${response.statusCode}`)));
+    });
+    expect(await answer).toMatchObject({ id: 1, result: { product: expect.stringMatching(/^Chrome\//) } });
+    expect(await version).toMatchObject({ status: 200, body: { Browser: expect.stringMatching(/^Chrome\//) } });
+    expect(await health(agent)).toMatchObject({ status: 'ready', spawned: true });
+  });
+
   it('refuses to start without a launch spec (exit 2)', async () => {
     const child = spawn(process.execPath, [agentEntry], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';

@@ -26,6 +26,7 @@ import {
   type PageRoute,
 } from './authorization-tokens.fixtures.js';
 import { newProject } from './browsers.fixtures.js';
+import { readyBrowser } from '../support/ready-browser.js';
 
 /**
  * The routes authorised by something other than an API key (the authorisation matrix
@@ -408,7 +409,7 @@ describe('the agent’s port', () => {
   it('listens on 127.0.0.1 only and is named in no API answer', async () => {
     // Besides its token (agent-isolation.test.ts): reachable only from this host, and its
     // address is never handed out.
-    const agentUrl = new URL((await app.runtime.observe(victim.session_id))!.agentUrl!);
+    const agentUrl = new URL((await readyBrowser(app.runtime, victim.session_id)).agentUrl!);
     expect(agentUrl.hostname).toBe('127.0.0.1');
     const reachable = (host: string) =>
       new Promise<boolean>((resolve) => {

@@ -28,7 +28,7 @@ beforeAll(async () => {
   fs = await newFsSession(app, http);
   const { rows } = await app.database.db.query<{ agent_url: string }>('SELECT agent_url FROM browser_sessions WHERE id = $1', [fs.id]);
   agentUrl = rows[0]!.agent_url;
-  const health = (await (await fetch(`${agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(fs.id)}` } })).json()) as { browser: { pid: number } };
+  const health = (await (await fetch(`${agentUrl}/health?wait_ms=5000`, { headers: { authorization: `Bearer ${app.deps.agentTokens(fs.id)}` } })).json()) as { browser: { pid: number } };
   agentPid = await agentOf(health.browser.pid);
 });
 afterAll(async () => {

@@ -12,6 +12,7 @@ import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { newProject } from './browsers.fixtures.js';
 import { agentAuth, fakeChromiumDir, testAgentTokens } from '../support/agent-access.js';
+import { readyBrowser } from '../support/ready-browser.js';
 
 /**
  * WebDriver BiDi end to end: a raw `ws` client speaks BiDi through the service's
@@ -123,7 +124,7 @@ async function newBrowser(body: Record<string, unknown> = {}) {
 }
 
 async function agentHealth(sessionId: string): Promise<{ connections_by_kind: Record<string, number> }> {
-  const agentUrl = (await app.runtime.observe(sessionId))?.agentUrl;
+  const agentUrl = (await readyBrowser(app.runtime, sessionId)).agentUrl;
   expect(agentUrl).toBeDefined();
   return (await fetch(`${agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json() as Promise<{ connections_by_kind: Record<string, number> }>;
 }
@@ -305,11 +306,12 @@ describe('WebDriver BiDi through webdriver_ws_url', () => {
 });
 
 describe('the agent on its own', () => {
-  it('refuses /webdriver with 503 while Chromium is still starting', async () => {
+  it('holds a /webdriver upgrade made while Chromium starts, and opens it once Chromium answers', async () => {
     const scratch = await fakeChromiumDir();
-    // A "Chromium" that never opens its DevTools endpoint keeps the agent in 'starting'.
+    // A Chromium that takes two seconds more to start keeps the agent in 'starting' a while:
+    // the service answers a create at the spawn, so clients connect meanwhile.
     const slowChromium = path.join(scratch, 'slow-chromium.sh');
-    await writeFile(slowChromium, '#!/bin/bash\nexec -a bp-bidi-slow-chromium sleep 60\n', { mode: 0o755 });
+    await writeFile(slowChromium, `#!/bin/bash\nsleep 2\nexec ${process.env.CHROME_PATH ?? '/usr/lib/chromium/chromium'} "$@"\n`, { mode: 0o755 });
     const port = await freePort();
     const agent = spawn(process.execPath, [path.resolve(import.meta.dirname, '../../dist/agent/src/main.js')], {
       env: {
@@ -331,7 +333,7 @@ describe('the agent on its own', () => {
           { timeout: 10_000, interval: 100 },
         )
         .toBe('starting');
-      expect(await upgradeStatus(`ws://127.0.0.1:${port}/webdriver`, agentAuth('bidi-starting'))).toBe(503);
+      expect(await upgradeStatus(`ws://127.0.0.1:${port}/webdriver`, agentAuth('bidi-starting'))).toBe(101);
     } finally {
       agent.kill('SIGTERM');
       await exited;

@@ -9,6 +9,7 @@ import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { newProject } from './browsers.fixtures.js';
+import { readyBrowser } from '../support/ready-browser.js';
 
 /**
  * Chromium speaks CDP to its agent over --remote-debugging-pipe and nothing else: no
@@ -35,8 +36,8 @@ async function newBrowser(): Promise<{ id: string; cdpWsUrl: string; agentUrl: s
   const { http: client } = await newProject(http);
   const res = await client.post('/browsers', { headless: true });
   expect(res.status, res.text).toBe(200);
-  const observed = await app.runtime.observe(res.body.session_id);
-  return { id: res.body.session_id, cdpWsUrl: res.body.cdp_ws_url, agentUrl: observed!.agentUrl!, client };
+  const observed = await readyBrowser(app.runtime, res.body.session_id);
+  return { id: res.body.session_id, cdpWsUrl: res.body.cdp_ws_url, agentUrl: observed.agentUrl!, client };
 }
 
 /** The agent's whole /health answer: only the service's token gets more than {status}. */

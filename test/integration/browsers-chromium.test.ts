@@ -6,6 +6,7 @@ import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { newProject } from './browsers.fixtures.js';
+import { readyBrowser } from '../support/ready-browser.js';
 
 /** Real agents and real Chromium through the app's own local runtime and CDP proxy. */
 
@@ -64,7 +65,7 @@ describe('a real browser session', () => {
     expect(results.filter((r) => r.status === 429 && r.body.code === 'concurrency_limit_exceeded')).toHaveLength(15);
     const ids = created.map((r) => r.body.session_id as string);
     // Five distinct live browsers, each answering on its own agent.
-    for (const id of ids) expect((await app.runtime.observe(id))?.phase).toBe('Ready');
+    for (const id of ids) expect((await readyBrowser(app.runtime, id)).phase).toBe('Ready');
     for (const id of ids) expect((await client.delete(`/browsers/${id}`)).status).toBe(204);
     expect((await client.post('/browsers', { headless: true })).status).toBe(200);
   }, 60_000);

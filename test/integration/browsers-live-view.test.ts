@@ -11,6 +11,7 @@ import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { newProject } from './browsers.fixtures.js';
+import { readyBrowser } from '../support/ready-browser.js';
 
 /**
  * browser_live_view_url end to end with real parts: a headful session (Xvfb, Chromium,
@@ -49,7 +50,7 @@ afterAll(async () => {
 });
 
 const agentHealth = async (sessionId: string) => {
-  const agentUrl = (await app.runtime.observe(sessionId))!.agentUrl!;
+  const agentUrl = (await readyBrowser(app.runtime, sessionId)).agentUrl!;
   return (await (await fetch(`${agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json()) as { connections_by_kind: Record<string, number> };
 };
 
@@ -170,7 +171,7 @@ describe('the live view of a headful session', () => {
         ws.once('open', () => resolve('open'));
         ws.once('error', (error) => resolve(error.message));
       });
-    const agentUrl = (await app.runtime.observe(headless.body.session_id as string))!.agentUrl!;
+    const agentUrl = (await readyBrowser(app.runtime, headless.body.session_id as string)).agentUrl!;
     expect(await upgradeOutcome(`${agentUrl.replace(/^http/, 'ws')}/vnc`, { authorization: `Bearer ${app.deps.agentTokens(headless.body.session_id as string)}` })).toContain('409');
     expect(await upgradeOutcome((headless.body.cdp_ws_url as string).replace('/cdp?', '/vnc?'))).toContain('409');
 

@@ -8,6 +8,7 @@ import { systemClock } from '../../api/src/clock.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { newProject } from './browsers.fixtures.js';
+import { readyBrowser } from '../support/ready-browser.js';
 
 /**
  * chrome_policy through the real local runtime: the policy reaches one browser alone (its
@@ -43,7 +44,7 @@ afterAll(async () => {
 });
 
 async function health(sessionId: string): Promise<{ browser: { pid: number; sandbox: boolean } }> {
-  const agentUrl = (await app.runtime.observe(sessionId))?.agentUrl;
+  const agentUrl = (await readyBrowser(app.runtime, sessionId)).agentUrl;
   return (await fetch(`${agentUrl}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json() as Promise<{ browser: { pid: number; sandbox: boolean } }>;
 }
 

@@ -116,7 +116,7 @@ describe('a profile loaded into a session', () => {
     const writer = await createSession(client, { profile: { name: 'crash', save_changes: true } });
     await visit(writer.cdp_ws_url, page.url, 'crash');
     const { rows } = await app.database.db.query<{ agent_url: string }>('SELECT agent_url FROM browser_sessions WHERE id = $1', [writer.session_id]);
-    const health = (await (await fetch(`${rows[0]!.agent_url}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(writer.session_id)}` } })).json()) as { browser: { pid: number } };
+    const health = (await (await fetch(`${rows[0]!.agent_url}/health?wait_ms=5000`, { headers: { authorization: `Bearer ${app.deps.agentTokens(writer.session_id)}` } })).json()) as { browser: { pid: number } };
     process.kill(health.browser.pid, 'SIGKILL');
     for (let i = 0; i < 100; i++) {
       const observed = await app.runtime.observe(writer.session_id);

@@ -7,6 +7,7 @@ import { CapturedLog } from '../support/captured-log.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { newProject } from './browsers.fixtures.js';
+import { readyBrowser } from '../support/ready-browser.js';
 
 /**
  * Crashes and start-up reconciliation with real agents and real Chromium: a killed
@@ -39,6 +40,8 @@ async function endedCount(reason: string): Promise<number> {
 async function createSession(client: HttpClient): Promise<{ session_id: string }> {
   const res = await client.post('/browsers', { headless: true, timeout_seconds: 600 });
   expect(res.status, res.text).toBe(200);
+  // Crashes and restarts of a running browser: one whose Chromium has answered.
+  await readyBrowser(app.runtime, res.body.session_id);
   return res.body as { session_id: string };
 }
 

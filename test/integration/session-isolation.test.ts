@@ -34,7 +34,7 @@ const agentOf = async (sessionId: string) => {
   return rows[0]!.agent_url;
 };
 const healthOf = async (sessionId: string) =>
-  (await (await fetch(`${await agentOf(sessionId)}/health`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json()) as { browser: { pid: number } };
+  (await (await fetch(`${await agentOf(sessionId)}/health?wait_ms=5000`, { headers: { authorization: `Bearer ${app.deps.agentTokens(sessionId)}` } })).json()) as { browser: { pid: number } };
 const uidOf = (pid: number) => Number(/^Uid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
 
 /** What a fresh page of B shows at `url`, or undefined when the navigation fails. */

@@ -59,13 +59,14 @@ describe('the launch spec as the operator reads it from the Secret', () => {
 
 describe('the agent’s answers as the service reads them', () => {
   it('takes a full /health answer as it is', () => {
-    const health = { status: 'ready', browser_id: 'bs_a1', browser: { version: 'Chrome/1', pid: 7, sandbox: true }, connections: 1, connections_by_kind: { cdp: 1 }, idle_since: null };
+    const health = { status: 'ready', spawned: true, browser_id: 'bs_a1', browser: { version: 'Chrome/1', pid: 7, sandbox: true }, connections: 1, connections_by_kind: { cdp: 1 }, idle_since: null };
     expect(readAgentHealth(health)).toEqual(health);
   });
 
   it('fills in what a partial /health answer leaves out, and refuses one without a status', () => {
     expect(readAgentHealth({ status: 'ready', connections: 2, idle_since: 'x' })).toEqual({
       status: 'ready',
+      spawned: false,
       browser_id: null,
       browser: null,
       connections: 2,

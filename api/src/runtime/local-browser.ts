@@ -71,7 +71,9 @@ export async function phaseOf(entry: Tracked): Promise<ObservedBrowser> {
  */
 export async function recoverRecorded(record: BrowserRecord, agent: AgentEndpoint, log: Logger): Promise<Tracked> {
   const entry: Tracked = { record };
-  const health = (await isProcessOf(record.agentPid, record.agentEntry)) ? await fetchHealth(agent, 2000) : undefined;
+  // A browser still starting when the service stopped (creates are answered at Chromium's
+  // spawn) is given the rest of its start before it is judged.
+  const health = (await isProcessOf(record.agentPid, record.agentEntry)) ? await fetchHealth(agent, 2000, { waitMs: 5000 }) : undefined;
   if (health?.browser_id === record.browserId && health.status === 'ready') {
     log.info({ browser_id: record.browserId, agent_pid: record.agentPid }, 're-adopted a running browser');
   } else {

@@ -8,6 +8,7 @@ import {
   BrowserResetError,
   BrowserSettingsError,
   type BrowserLaunchSpec,
+  type LaunchOptions,
   type BrowserResetReport,
   type BrowserRuntime,
   type LiveBrowserSettings,
@@ -105,12 +106,12 @@ export class LocalRuntime implements BrowserRuntime {
     this.uids?.prepare();
   }
 
-  launch(spec: BrowserLaunchSpec, { signal }: { signal: AbortSignal }): Promise<ObservedBrowser> {
+  launch(spec: BrowserLaunchSpec, { signal, onStarted }: LaunchOptions): Promise<ObservedBrowser> {
     assertSafeBrowserId(spec.browserId);
     // Concurrent launches of one id share the first one.
     const pending = this.launching.get(spec.browserId);
     if (pending) return pending.done;
-    const done = this.launchOnce(spec, signal).finally(() => this.launching.delete(spec.browserId));
+    const done = this.launchOnce(spec, signal, onStarted).finally(() => this.launching.delete(spec.browserId));
     this.launching.set(spec.browserId, { done, labels: spec.labels });
     return done;
   }
@@ -133,6 +134,8 @@ export class LocalRuntime implements BrowserRuntime {
   }
 
   async applySettings(browserId: string, settings: LiveBrowserSettings): Promise<void> {
+    // A create is answered at Chromium's spawn: a change asked for meanwhile waits for the launch.
+    await this.launching.get(browserId)?.done.catch(() => undefined);
     const entry = await this.entryFor(browserId);
     const current = entry ? await phaseOf(entry) : undefined;
     if (!entry || current?.phase !== 'Ready') throw new BrowserSettingsError(`browser ${browserId} is not running`);
@@ -141,6 +144,7 @@ export class LocalRuntime implements BrowserRuntime {
   }
 
   async reset(browserId: string, { startUrl, signal }: { startUrl?: string; signal?: AbortSignal }): Promise<BrowserResetReport> {
+    await this.launching.get(browserId)?.done.catch(() => undefined);
     const entry = await this.entryFor(browserId);
     const current = entry ? await phaseOf(entry) : undefined;
     if (!entry || current?.phase !== 'Ready') throw new BrowserResetError(`browser ${browserId} is not running`);
@@ -205,7 +209,7 @@ export class LocalRuntime implements BrowserRuntime {
   }
 
   /** Reuses a running browser, replaces a dead one, or starts one. */
-  private async launchOnce(spec: BrowserLaunchSpec, signal: AbortSignal): Promise<ObservedBrowser> {
+  private async launchOnce(spec: BrowserLaunchSpec, signal: AbortSignal, onStarted: LaunchOptions['onStarted']): Promise<ObservedBrowser> {
     const existing = await this.entryFor(spec.browserId);
     if (existing?.terminating) await existing.terminating.catch(() => undefined);
     else if (existing) {
@@ -213,10 +217,10 @@ export class LocalRuntime implements BrowserRuntime {
       if (current.phase === 'Ready') return current;
       await this.stop(existing, 0);
     }
-    return this.start(spec, signal);
+    return this.start(spec, signal, onStarted);
   }
 
-  private async start(spec: BrowserLaunchSpec, signal: AbortSignal): Promise<ObservedBrowser> {
+  private async start(spec: BrowserLaunchSpec, signal: AbortSignal, onStarted: LaunchOptions['onStarted']): Promise<ObservedBrowser> {
     const { records, uids, workRoot } = this;
     const browserId = spec.browserId;
     const started = Date.now();
@@ -295,7 +299,7 @@ export class LocalRuntime implements BrowserRuntime {
     await records.write(record);
     const claimed = Date.now();
     try {
-      const observed = await this.awaitReady(entry, signal);
+      const observed = await this.awaitReady(entry, signal, onStarted);
       // Where the runtime's part of a create went (the agent logs its own split).
       this.log.info({ browser_id: browserId, prepare_ms: prepared - started, claim_ms: claimed - prepared, ready_ms: Date.now() - claimed, standby: standby !== undefined }, 'browser launch timings');
       return observed;
@@ -311,9 +315,11 @@ export class LocalRuntime implements BrowserRuntime {
     }
   }
 
-  private async awaitReady(entry: Tracked, signal: AbortSignal): Promise<ObservedBrowser> {
+  private async awaitReady(entry: Tracked, signal: AbortSignal, onStarted: LaunchOptions['onStarted']): Promise<ObservedBrowser> {
     const started = Date.now();
     const { record } = entry;
+    // Asked first until Chromium is spawned (then onStarted), then until it is ready.
+    let reportStart = onStarted;
     for (;;) {
       if (signal.aborted) {
         // A moment for the agent to close Chromium itself, which leaves no temp files.
@@ -331,7 +337,12 @@ export class LocalRuntime implements BrowserRuntime {
         }
       }
       const polled = Date.now();
-      const health = record.agentUrl ? await this.waitForHealth(record, signal, this.launchTimeoutMs - (polled - started)) : undefined;
+      const health = record.agentUrl ? await this.waitForHealth(record, signal, this.launchTimeoutMs - (polled - started), reportStart ? 'spawned' : undefined) : undefined;
+      if (reportStart && (health?.status === 'ready' || (health?.status === 'starting' && health.spawned))) {
+        reportStart({ agentUrl: record.agentUrl });
+        reportStart = undefined;
+        if (health.status === 'starting') continue;
+      }
       if (health?.status === 'ready' && health.browser) {
         record.browserPid = health.browser.pid;
         await this.records.write(record);
@@ -354,10 +365,10 @@ export class LocalRuntime implements BrowserRuntime {
    * 1 s a request) has passed, so the launch returns the moment Chromium answers rather
    * than at the next poll; an agent that does not wait answers at once. Aborted with the launch.
    */
-  private async waitForHealth(record: BrowserRecord, signal: AbortSignal, remainingMs: number): Promise<AgentHealth | undefined> {
+  private async waitForHealth(record: BrowserRecord, signal: AbortSignal, remainingMs: number, until?: 'spawned'): Promise<AgentHealth | undefined> {
     const waitMs = Math.max(0, Math.min(HEALTH_WAIT_MS, remainingMs));
     try {
-      const response = await agentFetch(this.agentOf(record), `/health?wait_ms=${waitMs}`, { signal: AbortSignal.any([signal, AbortSignal.timeout(waitMs + 1000)]) });
+      const response = await agentFetch(this.agentOf(record), `/health?wait_ms=${waitMs}${until ? `&until=${until}` : ''}`, { signal: AbortSignal.any([signal, AbortSignal.timeout(waitMs + 1000)]) });
       return readAgentHealth(await response.json());
     } catch {
       return undefined;

@@ -134,7 +134,7 @@ export async function orphanedBrowsers(input: AccountingInput): Promise<string[]
       problems.push(`live session ${id} has no runtime record (its browser is unaccounted for)`);
       continue;
     }
-    const health = await fetch(`${record.agentUrl}/health`, { signal: AbortSignal.timeout(3000), headers: { authorization: `Bearer ${(await agentTokensOf(input.dataDir))(id)}` } })
+    const health = await fetch(`${record.agentUrl}/health?wait_ms=2000`, { signal: AbortSignal.timeout(3000), headers: { authorization: `Bearer ${(await agentTokensOf(input.dataDir))(id)}` } })
       .then((r) => r.json() as Promise<{ status?: string; browser_id?: string }>)
       .catch(() => undefined);
     if (health?.status !== 'ready' || health.browser_id !== id) problems.push(`live session ${id}: its agent (pid ${record.agentPid}) is not ready (${JSON.stringify(health)})`);

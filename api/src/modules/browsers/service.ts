@@ -213,22 +213,41 @@ function concurrencyLimitExceeded(message: string, code: string, cap: number, ac
 export async function createSession(deps: AppDeps, scope: Scope, input: CreateBrowserInput, spares?: Spares): Promise<SessionRow> {
   const admitted = await admitSession(deps, scope, input, spares);
   // After this create's own launch, so a replacement spare does not compete with it.
+  const poke = () => spares?.poke();
+  if (!admitted.spare) return launchNew(deps, admitted.row, admitted.spec, poke);
   try {
-    if (admitted.spare) return await handOverSpare(deps, admitted.row, admitted.spare, admitted.proxy);
-    return await launchNew(deps, admitted.row, admitted.spec);
+    return await handOverSpare(deps, admitted.row, admitted.spare, admitted.proxy);
   } finally {
-    spares?.poke();
+    poke();
   }
 }
 
-async function launchNew(deps: AppDeps, row: SessionRow, spec: BrowserLaunchSpec): Promise<SessionRow> {
-  const running = await launchAdmitted(deps, row, spec);
-  if (!running) {
-    // Deleted while it started (its invocation finished, or a DELETE by name): it stays deleted.
-    await deps.runtime.terminate(row.id, { graceMs: TERMINATE_GRACE_MS });
-    throw conflict('browser_deleted', 'The browser session was deleted while it was starting');
-  }
-  return running;
+/**
+ * The caller is answered as soon as Chromium is spawned, when the runtime can tell
+ * (embedded mode): its first CDP command then waits at the agent for Chromium's first
+ * answer instead of following it, and the session's bookkeeping overlaps Chromium's start
+ * rather than adding to it. Anything Chromium does wrong after that ends the session as a
+ * failed launch (its connections close, the row is deleted with the reason), as a crash
+ * would; what fails before the spawn (a profile that cannot be restored, Chromium that
+ * cannot be executed) is still this request's error.
+ */
+async function launchNew(deps: AppDeps, row: SessionRow, spec: BrowserLaunchSpec, settled: () => void): Promise<SessionRow> {
+  let answer!: (running: SessionRow) => void;
+  const answered = new Promise<SessionRow>((resolve) => (answer = resolve));
+  const launched = launchAdmitted(deps, row, spec, { onRunning: (running) => answer(running) }).then(async (running) => {
+    if (!running) {
+      // Deleted while it started (its invocation finished, or a DELETE by name): it stays deleted.
+      await deps.runtime.terminate(row.id, { graceMs: TERMINATE_GRACE_MS });
+      throw conflict('browser_deleted', 'The browser session was deleted while it was starting');
+    }
+    return running;
+  });
+  void launched.then(settled, settled);
+  const first = await Promise.race([answered.then((running) => ({ early: running })), launched.then((running) => ({ running }))]);
+  if ('running' in first) return first.running;
+  // Answered early: the rest of the launch finishes here, its failures logged and recorded by launchAdmitted.
+  launched.catch((error: unknown) => deps.log.warn({ err: error, sessionId: row.id }, 'a browser answered at its spawn did not start'));
+  return first.early;
 }
 
 /**
@@ -269,8 +288,22 @@ async function handOverSpare(deps: AppDeps, row: SessionRow, spare: ClaimedSpare
  * Shared by POST /browsers, the pools' warm fill and the spares. Returns the running row
  * (as findSession reads it), or undefined when the row was deleted while the browser started.
  */
-export async function launchAdmitted(deps: AppDeps, row: Pick<SessionRow, 'id'>, spec: BrowserLaunchSpec): Promise<SessionRow | undefined> {
+export async function launchAdmitted(
+  deps: AppDeps,
+  row: Pick<SessionRow, 'id'>,
+  spec: BrowserLaunchSpec,
+  options: { onRunning?: (running: SessionRow) => void } = {},
+): Promise<SessionRow | undefined> {
   const runtime = deps.runtime;
+  // With onRunning, the row is marked running at Chromium's spawn (the runtime's onStarted), once.
+  let markedEarly: Promise<SessionRow | undefined> | undefined;
+  const onStarted = options.onRunning
+    ? ({ agentUrl }: { agentUrl: string }) => {
+        const now = deps.clock.now();
+        markedEarly = markRunning(deps.db, row.id, { agentUrl, startedAt: now, now });
+        markedEarly.then((running) => running && options.onRunning!(running), () => undefined);
+      }
+    : undefined;
   const launchTimeoutMs = deps.settings.browserLaunchTimeoutMs;
   const timeout = AbortSignal.timeout(launchTimeoutMs);
   const failLaunch = async (reason: string, error: AppError) => {
@@ -280,7 +313,7 @@ export async function launchAdmitted(deps: AppDeps, row: Pick<SessionRow, 'id'>,
   };
   let observed;
   try {
-    observed = await runtime.launch(spec, { signal: AbortSignal.any([timeout, deps.shutdown]) });
+    observed = await runtime.launch(spec, { signal: AbortSignal.any([timeout, deps.shutdown]), ...(onStarted ? { onStarted } : {}) });
   } catch (error) {
     deps.log.error({ err: error, sessionId: row.id }, 'browser launch failed');
     if (timeout.aborted) {
@@ -297,6 +330,9 @@ export async function launchAdmitted(deps: AppDeps, row: Pick<SessionRow, 'id'>,
   }
   const now = deps.clock.now();
   try {
+    // Marked at the spawn already (the row as then, or undefined if deleted meanwhile); its failure is retried here.
+    const early = await markedEarly?.catch(() => undefined);
+    if (early) return early;
     return await markRunning(deps.db, row.id, { agentUrl: observed.agentUrl, startedAt: now, now });
   } catch (error) {
     // The caller gets an error, so nobody will ever use this browser: close it now. The row
