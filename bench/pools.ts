@@ -24,7 +24,14 @@ import { launchBareChromium, type BareChromium } from './chromium.js';
 import { descendantsNamed, schedTimes } from './load-support.js';
 import { cleanupServices, startService } from '../test/support/service.js';
 
-const POOL_SIZE = Number(process.env.BENCH_POOL_SIZE ?? 50);
+// One idle browser per client of the largest wave (50), unless the machine cannot hold them
+// (os.freemem() is MemAvailable on Linux: page cache counts as free).
+const WANTED_POOL_SIZE = Number(process.env.BENCH_POOL_SIZE ?? 50);
+/** What one idle headless pool browser holds (Chromium and its agent, about 200 MiB PSS), with room to spare. */
+const BROWSER_MIB = 250;
+/** Left for everything else on the machine while the pool is full. */
+const KEEP_FREE_MIB = 2048;
+const POOL_SIZE = Math.max(1, Math.min(WANTED_POOL_SIZE, Math.floor((os.freemem() / 2 ** 20 - KEEP_FREE_MIB) / BROWSER_MIB)));
 const SAMPLES = Number(process.env.BENCH_ACQUIRE_SAMPLES ?? 200);
 const REFILL_SIZE = Number(process.env.BENCH_REFILL_SIZE ?? 10);
 const REFILL_RUNS = Number(process.env.BENCH_REFILL_RUNS ?? 1);
@@ -186,7 +193,10 @@ class CpuProbe {
 async function measureAcquire(client: Client, probe: CpuProbe): Promise<{ results: LevelResult[]; route: string }> {
   const levels = LEVELS.filter((c) => c <= POOL_SIZE);
   const skipped = LEVELS.filter((c) => c > POOL_SIZE);
-  if (skipped.length) console.log(`Skipping ${skipped.join(', ')} clients: more than BENCH_POOL_SIZE=${POOL_SIZE} idle browsers`);
+  if (POOL_SIZE < WANTED_POOL_SIZE) {
+    console.log(`Pool of ${POOL_SIZE}, not ${WANTED_POOL_SIZE}: the machine has memory for no more idle browsers (${BROWSER_MIB} MiB each, ${KEEP_FREE_MIB} MiB kept free)`);
+  }
+  if (skipped.length) console.log(`Skipping ${skipped.join(', ')} clients: more than the pool's ${POOL_SIZE} idle browsers (BENCH_POOL_SIZE)`);
   const pool = (await client.expect(200, 'POST', '/browser_pools', { name: 'bench-acquire', size: POOL_SIZE, fill_rate_per_minute: 6000, headless: true }))
     .body as Pool;
   const route = `/browser_pools/${pool.id}`;
@@ -328,6 +338,8 @@ async function measureRefill(client: Client, user: { uid: number; gid: number } 
 function tapWarmTimes(child: ChildProcess): Map<string, number[]> {
   const byPool = new Map<string, number[]>();
   createInterface({ input: child.stdout! }).on('line', (line) => {
+    // Every lease logs a line: parsing each would put this bench's CPU into the waves it times.
+    if (!line.includes('"pool browser warm"')) return;
     let entry: { msg?: string; poolId?: string; ms?: number };
     try {
       entry = JSON.parse(line) as typeof entry;
