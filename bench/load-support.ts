@@ -107,3 +107,48 @@ export function tapServiceErrors(child: ChildProcess): Map<string, number> {
 export async function processCount(): Promise<number> {
   return (await readdir('/proc')).filter((entry) => /^\d+$/.test(entry)).length;
 }
+
+/** CPU time run and time spent runnable but waiting for a CPU, in ms, summed over processes (/proc/<pid>/task/<tid>/schedstat, ns). */
+export interface SchedTimes {
+  cpuMs: number;
+  waitMs: number;
+}
+
+/** Run and run-queue wait times of every thread of `pids`; a process gone meanwhile counts nothing. */
+export async function schedTimes(pids: readonly number[]): Promise<SchedTimes> {
+  const total: SchedTimes = { cpuMs: 0, waitMs: 0 };
+  await Promise.all(
+    pids.map(async (pid) => {
+      const tids = await readdir(`/proc/${pid}/task`).catch(() => [] as string[]);
+      await Promise.all(
+        tids.map(async (tid) => {
+          const text = await readFile(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').catch(() => '');
+          const [run, wait] = text.split(' ').map(Number);
+          if (run === undefined || wait === undefined || Number.isNaN(run) || Number.isNaN(wait)) return;
+          total.cpuMs += run / 1e6;
+          total.waitMs += wait / 1e6;
+        }),
+      );
+    }),
+  );
+  return total;
+}
+
+/** Every process below `root` (children, grandchildren…) whose command name is `comm`. */
+export async function descendantsNamed(root: number, comm: string): Promise<number[]> {
+  const parentOf = new Map<number, number>();
+  const nameOf = new Map<number, string>();
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+    if (!stat) continue;
+    const close = stat.lastIndexOf(')');
+    nameOf.set(Number(entry), stat.slice(stat.indexOf('(') + 1, close));
+    parentOf.set(Number(entry), Number(stat.slice(close + 2).split(' ')[1]));
+  }
+  const below = (pid: number): boolean => {
+    for (let p = parentOf.get(pid); p !== undefined && p > 1; p = parentOf.get(p)) if (p === root) return true;
+    return false;
+  };
+  return [...nameOf].filter(([pid, name]) => name === comm && below(pid)).map(([pid]) => pid);
+}

@@ -21,9 +21,17 @@ import { Agent, request } from 'undici';
 import { resolveSystemUser } from '../lib/system-user.js';
 import { defaultPoolLaunchConcurrency } from '../api/src/modules/browser-pools/manager.js';
 import { launchBareChromium, type BareChromium } from './chromium.js';
+import { descendantsNamed, schedTimes } from './load-support.js';
 import { cleanupServices, startService } from '../test/support/service.js';
 
-const POOL_SIZE = Number(process.env.BENCH_POOL_SIZE ?? 50);
+// One idle browser per client of the largest wave (50), unless the machine cannot hold them
+// (os.freemem() is MemAvailable on Linux: page cache counts as free).
+const WANTED_POOL_SIZE = Number(process.env.BENCH_POOL_SIZE ?? 50);
+/** What one idle headless pool browser holds (Chromium and its agent, about 200 MiB PSS), with room to spare. */
+const BROWSER_MIB = 250;
+/** Left for everything else on the machine while the pool is full. */
+const KEEP_FREE_MIB = 2048;
+const POOL_SIZE = Math.max(1, Math.min(WANTED_POOL_SIZE, Math.floor((os.freemem() / 2 ** 20 - KEEP_FREE_MIB) / BROWSER_MIB)));
 const SAMPLES = Number(process.env.BENCH_ACQUIRE_SAMPLES ?? 200);
 const REFILL_SIZE = Number(process.env.BENCH_REFILL_SIZE ?? 10);
 const REFILL_RUNS = Number(process.env.BENCH_REFILL_RUNS ?? 1);
@@ -100,7 +108,7 @@ async function main(): Promise<void> {
     client = new Client(service.url, service.adminKey);
     printMachine(user?.name ?? os.userInfo().username);
     console.log(`Lease commit: ${process.env.BROWSERPLANE_POOL_LEASE_COMMIT ?? 'durable'} (BROWSERPLANE_POOL_LEASE_COMMIT)`);
-    const { results: acquire, route } = await measureAcquire(client);
+    const { results: acquire, route } = await measureAcquire(client, new CpuProbe(service.pid));
     const throughput = await measureThroughput(client, route);
     await client.expect(204, 'DELETE', route, { force: true });
     const refill = REFILL_RUNS > 0 ? await measureRefill(client, user, warmTimes) : undefined;
@@ -121,11 +129,57 @@ function printMachine(userName: string): void {
   console.log(`Load average at start: ${os.loadavg().map((l) => l.toFixed(2)).join(' ')}; browsers headless, sandboxed as ${userName}`);
 }
 
+type Measure = 'healthz' | 'lookup' | 'acquire';
+
 interface LevelResult {
   clients: number;
   healthz: number[];
   lookup: number[];
   acquire: number[];
+  /** CPU spent while each measure's waves ran, summed over its waves. */
+  cpu: Record<Measure, CpuSpent>;
+}
+
+/** CPU and run-queue wait in ms over some waves, and the requests they answered. */
+interface CpuSpent {
+  requests: number;
+  service: number;
+  postgres: number;
+  bench: number;
+  /** Time the service's and Postgres's threads were runnable but had no CPU. */
+  waited: number;
+}
+
+const noCpu = (): CpuSpent => ({ requests: 0, service: 0, postgres: 0, bench: 0, waited: 0 });
+
+/**
+ * The CPU each side spends on a wave: the service's threads, every Postgres process of its
+ * embedded database (backends, WAL writer…) and this bench's own, from the kernel's
+ * per-thread run times (ns), so the figures hold on a shared machine where wall-clock
+ * times do not. An external database (DATABASE_URL) is not seen.
+ */
+class CpuProbe {
+  private postgres: number[] = [];
+  constructor(private readonly servicePid: number) {}
+
+  /** Looks for Postgres processes again (a new pool connection is a new backend). */
+  async refresh(): Promise<void> {
+    this.postgres = await descendantsNamed(this.servicePid, 'postgres');
+  }
+
+  async around<T>(into: CpuSpent, requests: number, work: () => Promise<T>): Promise<T> {
+    const [service0, postgres0] = await Promise.all([schedTimes([this.servicePid]), schedTimes(this.postgres)]);
+    const bench0 = process.cpuUsage();
+    const result = await work();
+    const bench = process.cpuUsage(bench0);
+    const [service1, postgres1] = await Promise.all([schedTimes([this.servicePid]), schedTimes(this.postgres)]);
+    into.requests += requests;
+    into.service += service1.cpuMs - service0.cpuMs;
+    into.postgres += postgres1.cpuMs - postgres0.cpuMs;
+    into.bench += (bench.user + bench.system) / 1000;
+    into.waited += service1.waitMs - service0.waitMs + postgres1.waitMs - postgres0.waitMs;
+    return result;
+  }
 }
 
 /**
@@ -136,10 +190,13 @@ interface LevelResult {
  * overlap a measure. Each wave is preceded by the two baselines at the same
  * concurrency, taken when the pool is just as quiet.
  */
-async function measureAcquire(client: Client): Promise<{ results: LevelResult[]; route: string }> {
+async function measureAcquire(client: Client, probe: CpuProbe): Promise<{ results: LevelResult[]; route: string }> {
   const levels = LEVELS.filter((c) => c <= POOL_SIZE);
   const skipped = LEVELS.filter((c) => c > POOL_SIZE);
-  if (skipped.length) console.log(`Skipping ${skipped.join(', ')} clients: more than BENCH_POOL_SIZE=${POOL_SIZE} idle browsers`);
+  if (POOL_SIZE < WANTED_POOL_SIZE) {
+    console.log(`Pool of ${POOL_SIZE}, not ${WANTED_POOL_SIZE}: the machine has memory for no more idle browsers (${BROWSER_MIB} MiB each, ${KEEP_FREE_MIB} MiB kept free)`);
+  }
+  if (skipped.length) console.log(`Skipping ${skipped.join(', ')} clients: more than the pool's ${POOL_SIZE} idle browsers (BENCH_POOL_SIZE)`);
   const pool = (await client.expect(200, 'POST', '/browser_pools', { name: 'bench-acquire', size: POOL_SIZE, fill_rate_per_minute: 6000, headless: true }))
     .body as Pool;
   const route = `/browser_pools/${pool.id}`;
@@ -150,12 +207,13 @@ async function measureAcquire(client: Client): Promise<{ results: LevelResult[];
   const results: LevelResult[] = [];
   for (const c of levels) {
     const t0 = performance.now();
-    const result: LevelResult = { clients: c, healthz: [], lookup: [], acquire: [] };
+    const result: LevelResult = { clients: c, healthz: [], lookup: [], acquire: [], cpu: { healthz: noCpu(), lookup: noCpu(), acquire: noCpu() } };
     let rounds = 0;
     while (result.acquire.length < SAMPLES) {
       const leased: string[] = [];
+      await probe.refresh();
       for (let wave = 0; wave < Math.floor(POOL_SIZE / c) && result.acquire.length < SAMPLES; wave++) {
-        leased.push(...(await acquireWave(client, route, c, result)));
+        leased.push(...(await acquireWave(client, route, c, result, probe)));
       }
       await Promise.all(leased.map((id) => client.expect(204, 'POST', `${route}/release`, { session_id: id, reuse: true })));
       await waitForAvailable(client, route, POOL_SIZE, FILL_TIMEOUT_MS);
@@ -216,12 +274,12 @@ async function sustained(once: () => Promise<unknown>): Promise<number> {
 }
 
 /** One wave: the baselines, then `c` acquires at once; the leased session ids. */
-async function acquireWave(client: Client, route: string, c: number, result: LevelResult): Promise<string[]> {
+async function acquireWave(client: Client, route: string, c: number, result: LevelResult, probe: CpuProbe): Promise<string[]> {
   // Every client gets an open socket first, so no measure pays a TCP connect.
   await client.together(c, 'GET', '/healthz');
-  result.healthz.push(...(await client.together(c, 'GET', '/healthz')).map((a) => a.ms));
-  result.lookup.push(...(await client.together(c, 'GET', route)).map((a) => a.ms));
-  const leases = await client.together(c, 'POST', `${route}/acquire`, {});
+  result.healthz.push(...(await probe.around(result.cpu.healthz, c, () => client.together(c, 'GET', '/healthz'))).map((a) => a.ms));
+  result.lookup.push(...(await probe.around(result.cpu.lookup, c, () => client.together(c, 'GET', route))).map((a) => a.ms));
+  const leases = await probe.around(result.cpu.acquire, c, () => client.together(c, 'POST', `${route}/acquire`, {}));
   const ids = leases.filter((a) => a.status === 200).map((a) => (a.body as { session_id: string }).session_id);
   const failed = leases.find((a) => a.status !== 200);
   if (failed) {
@@ -280,6 +338,8 @@ async function measureRefill(client: Client, user: { uid: number; gid: number } 
 function tapWarmTimes(child: ChildProcess): Map<string, number[]> {
   const byPool = new Map<string, number[]>();
   createInterface({ input: child.stdout! }).on('line', (line) => {
+    // Every lease logs a line: parsing each would put this bench's CPU into the waves it times.
+    if (!line.includes('"pool browser warm"')) return;
     let entry: { msg?: string; poolId?: string; ms?: number };
     try {
       entry = JSON.parse(line) as typeof entry;
@@ -361,6 +421,26 @@ function printAcquire(results: LevelResult[]): void {
     `\nGoals (1 client: acquire p50 ≤ ${TARGET_P50_MS} ms, p99 ≤ ${TARGET_P99_MS} ms; 10 and 50 clients: acquire p50 ≤ ${TARGET_HEALTHZ_RATIO}x GET /healthz p50): ` +
       (missed.length ? `MISSED\n- ${missed.join('\n- ')}` : `met at every level measured (${results.map((r) => r.clients).join(', ')} clients)`),
   );
+  printCpu(results);
+}
+
+/** Where each request's time went, in CPU per request: what a loaded machine's wall clock hides. */
+function printCpu(results: LevelResult[]): void {
+  console.log('\nCPU per request while the waves ran (kernel run times; ms per request; Postgres = its embedded processes; wait = run-queue wait of service + Postgres)\n');
+  console.log('| clients | measure | service | Postgres | bench client | service + Postgres vs baseline | wait |');
+  console.log('|---|---|---|---|---|---|---|');
+  const names: Record<Measure, string> = { healthz: 'GET /healthz (baseline)', lookup: 'GET /browser_pools/{id}', acquire: 'POST /browser_pools/{id}/acquire' };
+  for (const r of results) {
+    const per = (spent: CpuSpent, value: number) => value / Math.max(1, spent.requests);
+    const base = per(r.cpu.healthz, r.cpu.healthz.service + r.cpu.healthz.postgres);
+    for (const m of ['healthz', 'lookup', 'acquire'] as const) {
+      const spent = r.cpu[m];
+      const both = per(spent, spent.service + spent.postgres);
+      console.log(
+        `| ${r.clients} | ${names[m]} | ${per(spent, spent.service).toFixed(3)} | ${per(spent, spent.postgres).toFixed(3)} | ${per(spent, spent.bench).toFixed(3)} | ${(both / base).toFixed(2)}x | ${per(spent, spent.waited).toFixed(3)} |`,
+      );
+    }
+  }
 }
 
 function printThroughput(r: ThroughputResult): void {

@@ -8,7 +8,7 @@ import { rawTar } from '../support/raw-tar.js';
 import { archiveRequest } from './browsers-profile.fixtures.js';
 import type { HttpClient, HttpResponse } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
-import { leaseIdleBrowser } from '../../api/src/modules/browser-pools/browsers-store.js';
+import { leaseIdleBrowser, leaseIdleBrowsers } from '../../api/src/modules/browser-pools/browsers-store.js';
 import { createPool, expectError, ORG_CAP, type Pool } from './browser-pools.fixtures.js';
 import { FakeAgent, FakeRuntime, newProject, useRuntime } from './browsers.fixtures.js';
 
@@ -146,6 +146,25 @@ describe('POST /browser_pools/{id_or_name}/acquire', () => {
     // /metrics counts pool browsers by state from the same rows.
     const metrics = (await app.client().get('/metrics')).text;
     expect(Number(/^browserplane_pool_browsers\{state="leased"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(5);
+  });
+
+  it('answers concurrent acquires that share a statement each with its own browser, tags and start_url', async () => {
+    const { client, pool } = await warmPool(8);
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => acquire(client, pool.id, { tags: { n: String(i) }, ...(i % 2 ? { start_url: `https://example.test/${i}` } : {}) })),
+    );
+    expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
+    expect(new Set(answers.map((a) => a.body.session_id)).size).toBe(8);
+    const { rows } = await app.deps.db.query<{ id: string; tags: Record<string, string>; start_url: string | null }>(
+      'SELECT id, tags, start_url FROM browser_sessions WHERE pool_id = $1 AND leased_at IS NOT NULL',
+      [pool.id],
+    );
+    const stored = new Map(rows.map((r) => [r.id, r]));
+    answers.forEach((a, i) => {
+      expect(a.body.tags).toEqual({ n: String(i) });
+      expect(stored.get(a.body.session_id)).toMatchObject({ tags: { n: String(i) }, start_url: i % 2 ? `https://example.test/${i}` : null });
+      expect(a.body.start_url).toBe(i % 2 ? `https://example.test/${i}` : undefined);
+    });
   });
 
   it('applies the lease’s name, tags, start_url and the pool’s timeout to this lease only', async () => {
@@ -378,6 +397,21 @@ describe('lease commits (BROWSERPLANE_POOL_LEASE_COMMIT)', () => {
       tx.release();
     }
   };
+
+  it('one statement leases a browser per lease, in order, each with its own values, and none past the idle ones', async () => {
+    const { pool } = await warmPool(3, { telemetry: { enabled: true } });
+    const lease = (n: number, telemetry?: null) => ({ name: null, tags: { n: String(n) }, startUrl: n === 1 ? 'https://example.test/one' : null, ...(telemetry === null ? { telemetry } : {}) });
+    const rows = await leaseIdleBrowsers(app.deps.db, { id: pool.id }, [lease(0), lease(1, null), lease(2), lease(3)], new Date());
+    expect(rows).toHaveLength(4);
+    expect(rows[3]).toBeUndefined();
+    expect(rows.slice(0, 3).map((r) => r?.tags)).toEqual([{ n: '0' }, { n: '1' }, { n: '2' }]);
+    expect(rows.map((r) => r?.start_url ?? null)).toEqual([null, 'https://example.test/one', null, null]);
+    expect(rows[1]!.telemetry).toBeNull();
+    expect(rows[0]!.telemetry).not.toBeNull();
+    expect(new Set(rows.slice(0, 3).map((r) => r!.id)).size).toBe(3);
+    expect(rows.slice(0, 3).every((r) => r!.leased_at !== null && r!.lease_seq === 1)).toBe(true);
+    expect(await leaseIdleBrowsers(app.deps.db, { id: pool.id }, [lease(4)], new Date())).toEqual([undefined]);
+  });
 
   it('fast: the lease does not wait for its commit to reach disk, for its own transaction only', async () => {
     const { pool } = await warmPool(1);

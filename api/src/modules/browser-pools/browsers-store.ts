@@ -92,52 +92,67 @@ export interface Lease {
 export type PoolRef = { id: string } | { scope: { orgId: string; projectId: string }; idOrName: string };
 
 /**
- * Leases the pool's oldest idle browser (current generation first) and returns it, in one
- * statement (one round trip on the acquire's fast path): `pick` locks one idle row and
- * skips rows that other acquires hold, so concurrent acquires take distinct browsers
- * without waiting on each other, and a row leased by a transaction that committed in
- * between is re-checked and passed over. The lease gets the pool's timeout_seconds.
- * Undefined when no browser is idle (or no such pool). A lease name another active
- * session has raises the unique violation.
+ * Leases the pool's oldest idle browsers (current generation first), one per lease, in one
+ * statement and one commit: `locked` locks up to leases.length idle rows and skips rows
+ * that other acquires hold, so concurrent statements take distinct browsers without
+ * waiting on each other, and a row leased by a transaction that committed in between is
+ * re-checked and passed over. The i-th lease gets the i-th browser, with its own name,
+ * tags, start_url and telemetry, and the pool's timeout_seconds. The answer has one entry
+ * per lease, in order: undefined for the leases past the idle browsers (or all of them,
+ * when there is no such pool). A lease name another active session has raises the unique
+ * violation and leases nothing, so callers batch only unnamed leases.
  */
-export async function leaseIdleBrowser(db: Queryable, ref: PoolRef, lease: Lease, now: Date): Promise<SessionRow | undefined> {
+export async function leaseIdleBrowsers(db: Queryable, ref: PoolRef, leases: readonly Lease[], now: Date): Promise<(SessionRow | undefined)[]> {
+  if (leases.length === 0) return [];
   const byId = 'id' in ref;
-  const commitMode = byId ? '$9' : '$12';
   const { rows } = await db.query<SessionRow>(
     prepared(
       `WITH pool AS (
-         SELECT id, generation, timeout_seconds FROM browser_pools, (SELECT set_config('synchronous_commit', ${commitMode}, true)) commit_mode
-          WHERE deleted_at IS NULL AND draining_since IS NULL AND ${byId ? 'id = $1' : 'org_id = $9 AND project_id = $10 AND (id = $1 OR name_key = $11)'}
+         SELECT id, generation, timeout_seconds FROM browser_pools, (SELECT set_config('synchronous_commit', $10, true)) commit_mode
+          WHERE deleted_at IS NULL AND draining_since IS NULL AND ${byId ? 'id = $1' : 'org_id = $11 AND project_id = $12 AND (id = $1 OR name_key = $13)'}
           ORDER BY (id = $1) DESC LIMIT 1),
-       pick AS (
-         SELECT i.id FROM browser_sessions i, pool
+       want AS (
+         SELECT * FROM unnest($3::text[], $4::text[], $5::jsonb[], $6::text[], $7::boolean[], $8::jsonb[])
+                WITH ORDINALITY AS w(name, name_key, tags, start_url, set_telemetry, telemetry, n)),
+       locked AS (
+         SELECT i.id, i.pool_generation = pool.generation AS current, i.started_at FROM browser_sessions i, pool
           WHERE i.pool_id = pool.id AND i.deleted_at IS NULL AND i.leased_at IS NULL AND i.phase = 'running'
           ORDER BY (i.pool_generation = pool.generation) DESC, i.started_at
-          LIMIT 1
+          LIMIT $9
           FOR UPDATE OF i SKIP LOCKED),
+       pick AS (SELECT id, row_number() OVER (ORDER BY current DESC, started_at) AS n FROM locked),
        leased AS (
          UPDATE browser_sessions s
-            SET leased_at = $2, lease_seq = s.lease_seq + 1, name = $3, name_key = $4, tags = $5, start_url = coalesce($6, s.start_url),
-                telemetry = CASE WHEN $7 THEN $8::jsonb ELSE s.telemetry END, timeout_seconds = pool.timeout_seconds, updated_at = $2
-           FROM pick, pool
+            SET leased_at = $2, lease_seq = s.lease_seq + 1, name = w.name, name_key = w.name_key, tags = w.tags,
+                start_url = coalesce(w.start_url, s.start_url),
+                telemetry = CASE WHEN w.set_telemetry THEN w.telemetry ELSE s.telemetry END, timeout_seconds = pool.timeout_seconds, updated_at = $2
+           FROM pick JOIN want w ON w.n = pick.n, pool
           WHERE s.id = pick.id
-          RETURNING s.*)
-       ${selectSessionsFrom('leased')}`,
+          RETURNING s.*, w.n AS lease_n)
+       ${selectSessionsFrom('leased')} ORDER BY s.lease_n`,
       [
         byId ? ref.id : ref.idOrName,
         now,
-        lease.name,
-        lease.name === null ? null : foldName(lease.name),
-        JSON.stringify(lease.tags),
-        lease.startUrl,
-        lease.telemetry !== undefined,
-        lease.telemetry === undefined || lease.telemetry === null ? null : JSON.stringify(lease.telemetry),
+        leases.map((l) => l.name),
+        leases.map((l) => (l.name === null ? null : foldName(l.name))),
+        leases.map((l) => JSON.stringify(l.tags)),
+        leases.map((l) => l.startUrl),
+        leases.map((l) => l.telemetry !== undefined),
+        leases.map((l) => (l.telemetry === undefined || l.telemetry === null ? null : JSON.stringify(l.telemetry))),
+        leases.length,
+        // One commit for the batch: fast only when every lease of it asked for fast.
+        leases.every((l) => l.fastCommit === true) ? 'off' : 'on',
         ...(byId ? [] : [ref.scope.orgId, ref.scope.projectId, foldName(ref.idOrName)]),
-        lease.fastCommit === true ? 'off' : 'on',
       ],
     ),
   );
-  return rows[0];
+  // The k browsers leased went to leases 1..k, in order (pick numbers them 1..k).
+  return leases.map((_, i) => rows[i]);
+}
+
+/** One lease: leaseIdleBrowsers with a batch of one. */
+export async function leaseIdleBrowser(db: Queryable, ref: PoolRef, lease: Lease, now: Date): Promise<SessionRow | undefined> {
+  return (await leaseIdleBrowsers(db, ref, [lease], now))[0];
 }
 
 export interface LeasedBrowser {

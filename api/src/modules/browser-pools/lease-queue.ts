@@ -6,7 +6,8 @@ import type { ProjectScope } from '../../scope.js';
 import { sessionConflict } from '../browsers/service.js';
 import { findSession, type SessionRow } from '../browsers/store.js';
 import { applyTelemetry } from '../browsers/telemetry.js';
-import { leaseIdleBrowser, returnToIdle, type Lease, type PoolRef } from './browsers-store.js';
+import { leaseIdleBrowser, leaseIdleBrowsers, returnToIdle, type Lease, type PoolRef } from './browsers-store.js';
+import { LeaseBatcher } from './lease-batch.js';
 import { getPool } from './lookup.js';
 import { MAX_ACQUIRE_WAIT_SECONDS, type AcquirePoolInput } from './schema.js';
 import { findPool, type PoolRow } from './store.js';
@@ -40,6 +41,15 @@ export class LeaseQueue {
   private readonly serving = new Set<string>();
   private readonly serveAgain = new Set<string>();
   private closed = false;
+  /** The fast path's leases of one pool reference, coalesced while a statement is in flight (lease-batch.ts). */
+  private readonly batcher = new LeaseBatcher<{ ref: PoolRef; lease: Lease }, SessionRow | undefined>((_key, items) =>
+    leaseIdleBrowsers(
+      this.deps.db,
+      items[0]!.ref,
+      items.map((i) => i.lease),
+      this.deps.clock.now(),
+    ),
+  );
 
   constructor(private readonly deps: AppDeps) {}
 
@@ -80,7 +90,7 @@ export class LeaseQueue {
     }
 
     // A newcomer must not overtake those already waiting here.
-    let row = this.waitingIn.has(scope.projectId) ? undefined : await this.tryLease({ scope, idOrName }, lease);
+    let row = this.waitingIn.has(scope.projectId) ? undefined : await this.leaseNow(scope, idOrName, lease);
     if (row === undefined) {
       pool ??= await getPool(this.deps.db, scope, idOrName);
       const waitSeconds = Math.min(input.acquire_timeout_seconds ?? defaultWaitSeconds(pool), MAX_ACQUIRE_WAIT_SECONDS);
@@ -109,6 +119,21 @@ export class LeaseQueue {
       this.waiters.set(poolId, queue);
     }
     return queue;
+  }
+
+  /**
+   * The fast path's lease, batched with the project's other acquires of the same pool.
+   * A named lease goes alone: its name taken by another session fails its statement, and
+   * that must not fail the leases sharing it.
+   */
+  private async leaseNow(scope: ProjectScope, idOrName: string, lease: Lease): Promise<SessionRow | undefined> {
+    const ref: PoolRef = { scope, idOrName };
+    if (lease.name !== null) return this.tryLease(ref, lease);
+    try {
+      return await this.batcher.submit(`${scope.orgId}\0${scope.projectId}\0${idOrName}`, { ref, lease });
+    } catch (error) {
+      throw sessionConflict(error, lease.name);
+    }
   }
 
   private async tryLease(ref: PoolRef, lease: Lease): Promise<SessionRow | undefined> {
