@@ -9,7 +9,9 @@
  *   a browser pod holds beside Chromium.
  * PSS counts shared pages split among their users (the marginal cost of one more
  * browser); USS (private clean + dirty) is memory no other process shares, the floor.
- * Goal from the issue: an idle session ≤ 1.05x a bare Chromium (PSS).
+ * Goal from the issue: an idle session ≤ 1.05x a bare Chromium (PSS). Beside them, standby
+ * agents as the embedded runtime starts them (one per service), and the CPU each agent
+ * spent starting: every refill launch and every standby pays one start.
  *
  * Then the price of the agent's lean flags (AGENT_NODE_FLAGS): 1,000 Runtime.evaluate
  * round trips through a session's cdp_ws_url beside the same over a bare Chromium's pipe,
@@ -25,6 +27,7 @@ import { resolveSystemUser } from '../lib/system-user.js';
 import WebSocket from 'ws';
 import { launchBareChromium, type BareChromium } from './chromium.js';
 import { cleanupServices, REPO_ROOT, startService } from '../test/support/service.js';
+import { readReportedPort, spawnAgent } from '../api/src/runtime/agent-process.js';
 
 const SESSIONS = Number(process.env.BENCH_MEMORY_SESSIONS ?? 3);
 const SETTLE_MS = Number(process.env.BENCH_MEMORY_SETTLE_MS ?? 5000);
@@ -48,6 +51,7 @@ async function main(): Promise<void> {
   const service = await startService({ inheritEnv: true, echoStderr: true });
   const bares: BareChromium[] = [];
   const pods: PodAgent[] = [];
+  const standbys: PodAgent[] = [];
   const scratch = await mkdtemp(path.join(os.tmpdir(), 'bp-memory-'));
   if (user) await chown(scratch, user.uid, user.gid);
   try {
@@ -63,6 +67,7 @@ async function main(): Promise<void> {
       sessions.push(body.session_id);
       cdpUrls.push(body.cdp_ws_url);
       pods.push(await startPodAgent(scratch, `memory-pod-${i}`, user));
+      standbys.push(await startStandbyAgent(scratch, `memory-standby-${i}`));
     }
     await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
     const table = await processTable();
@@ -72,6 +77,7 @@ async function main(): Promise<void> {
     );
     const sessionMem = agentPids.map((pid) => memoryOfTree(table, pid));
     const podMem = pods.map((p) => memoryOfTree(table, p.child.pid!));
+    const standbyMem = meanOf(standbys.map((p) => memoryOfTree(table, p.child.pid!)));
 
     const bare = meanOf(bareMem);
     const session = meanOf(sessionMem);
@@ -88,6 +94,11 @@ async function main(): Promise<void> {
     row('Kubernetes-like pod (agent as the image runs it + Chromium)', pod.total);
     for (const [part, m] of Object.entries(pod.parts)) if (part !== 'chromium') console.log(`| … of which ${part} | ${mib(m.pss)} MiB | ${mib(m.uss)} MiB | |`);
     console.log(`| pod − bare (per-pod overhead) | +${mib(pod.total.pss - bare.total.pss)} MiB | +${mib(pod.total.uss - bare.total.uss)} MiB | |`);
+    console.log(`| standby agent (embedded: one per service, waiting to be claimed) | ${mib(standbyMem.total.pss)} MiB | ${mib(standbyMem.total.uss)} MiB | |`);
+    const meanMs = (xs: number[]) => (xs.reduce((sum, x) => sum + x, 0) / xs.length).toFixed(0);
+    console.log(`\nAgent start, CPU (user + system) of the agent process alone, mean of ${SESSIONS}:`);
+    console.log(`- pod-like agent, spawn → browser ready: ${meanMs(pods.map((p) => p.startCpuMs))} ms (${pods.map((p) => p.startCpuMs).join(', ')})`);
+    console.log(`- standby agent, spawn → waiting to be claimed: ${meanMs(standbys.map((p) => p.startCpuMs))} ms (${standbys.map((p) => p.startCpuMs).join(', ')})`);
     const verdict = session.total.pss / bare.total.pss <= GOAL ? 'met' : 'not met';
     console.log(`\nGoal (embedded session ≤ ${GOAL}x bare, PSS): ${(session.total.pss / bare.total.pss).toFixed(3)}x, ${verdict}`);
 
@@ -112,7 +123,7 @@ async function main(): Promise<void> {
     console.log(`| … CPU the agent spent | ${times.agentCpu.toFixed(0)} ms | ${((times.agentCpu / ROUND_TRIPS) * 1000).toFixed(0)} µs | |`);
   } finally {
     await Promise.all(bares.map((b) => b.stop()));
-    await Promise.all(pods.map((p) => p.stop()));
+    await Promise.all([...pods, ...standbys].map((p) => p.stop()));
     await service.stop();
     await cleanupServices();
     await rm(scratch, { recursive: true, force: true });
@@ -168,7 +179,34 @@ function cpuMs(pid: number): number {
 
 interface PodAgent {
   child: ChildProcess;
+  /** CPU the agent spent from its spawn until it was ready (or, a standby, waiting). */
+  startCpuMs: number;
   stop(): Promise<void>;
+}
+
+/** A standby agent as the embedded runtime starts one (its flags, as root): what each create claims. */
+async function startStandbyAgent(scratch: string, name: string): Promise<PodAgent> {
+  const token = randomBytes(32).toString('base64url');
+  const portFile = path.join(scratch, `${name}.port`);
+  const child = await spawnAgent({ agentEntry: path.join(REPO_ROOT, 'dist/agent/src/main.js'), port: 0, portFile, logFile: path.join(scratch, `${name}.log`), logLevel: 'warn', standbyToken: token });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const port = await readReportedPort(portFile);
+    const health = port ? await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.json() as Promise<{ status?: string }>, () => undefined) : undefined;
+    if (health?.status === 'standby') break;
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`standby agent ${name} did not start`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const startCpuMs = cpuMs(child.pid!);
+  return {
+    child,
+    startCpuMs,
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
 }
 
 /**
@@ -202,10 +240,11 @@ async function startPodAgent(scratch: string, browserId: string, user: { uid: nu
     const health = port ? await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.json() as Promise<{ status?: string }>, () => undefined) : undefined;
     if (health?.status === 'ready') break;
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`pod-like agent ${browserId} did not become ready`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, 20));
   }
   return {
     child,
+    startCpuMs: cpuMs(child.pid!),
     async stop() {
       child.kill('SIGTERM');
       await exited;

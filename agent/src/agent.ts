@@ -9,15 +9,14 @@ import type { SystemUser } from '../../lib/system-user.js';
 import { chromiumUserOf, launchBrowser } from './browser-launch.js';
 import { ChromiumStartError, findChromium, startUrlOf, type RunningChromium } from './chromium.js';
 import type { AgentConfig } from './config.js';
-import { startDisplay, type XDisplay } from './display.js';
+import type { XDisplay } from './display.js';
 import { killProcessGroup } from '../../lib/process-group.js';
 import { preparePolicy, type PolicyLaunch } from './policy.js';
 import { reportPort } from '../../lib/port-file.js';
 import { ProxyForwarder } from './proxy.js';
 import { withoutRoutingPolicies } from '../../contract/egress.js';
-import { prepareStealth } from './stealth.js';
 import type { AgentPhase, ResetRequest } from './agent-state.js';
-import { captureCookies, resetBrowser, type CdpCookie } from './reset.js';
+import type { CdpCookie } from './reset.js';
 import type { ProfileTarget } from './profile.js';
 import { endSessionProcesses } from './process/session-end.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
@@ -253,6 +252,7 @@ export class BrowserAgent {
   private async captureCookieBaseline(chromium: RunningChromium): Promise<CdpCookie[] | undefined> {
     if (!this.config.spec.profile) return [];
     try {
+      const { captureCookies } = await import('./reset.js');
       return await captureCookies(chromium);
     } catch (error) {
       this.log.error({ err: error }, 'could not read the cookies the profile brought: this browser cannot be reset');
@@ -268,6 +268,7 @@ export class BrowserAgent {
         throw new Error(`the browser cannot be reset while it is ${this.phase}`);
       }
       const cookieBaseline = await this.cookieBaseline;
+      const { resetBrowser } = await import('./reset.js');
       return resetBrowser({ chromium: this.chromium, connections: this.connections, cookieBaseline, log: this.log }, request);
     });
     this.resetting = run.catch(() => undefined);
@@ -289,7 +290,8 @@ export class BrowserAgent {
     if (chromePolicy.dropped.length > 0) this.log.warn({ policies: chromePolicy.dropped }, 'chrome_policy entries dropped: they would route around the proxy forwarder');
     const [forwarder, stealthFlags, policy] = await Promise.all([
       forwarding,
-      spec.stealth ? prepareStealth({ workDir, executable: findChromium(this.config.chromePath) }) : [],
+      // Loaded only for a stealth browser: its page script is a large string to hold.
+      spec.stealth ? import('./stealth.js').then(({ prepareStealth }) => prepareStealth({ workDir, executable: findChromium(this.config.chromePath) })) : [],
       preparePolicy({ policy: chromePolicy.policy, workDir }),
     ]);
     this.policy = policy;
@@ -338,6 +340,7 @@ export class BrowserAgent {
   private async startDisplay(user: SystemUser | undefined): Promise<void> {
     const { spec } = this.config;
     if (spec.headless) return;
+    const { startDisplay } = await import('./display.js');
     this.display = await startDisplay({ ...spec.viewport, dir: `${this.dirs!.root}/x11`, user, timeoutMs: this.config.startTimeoutMs, log: this.log });
   }
 

@@ -1,5 +1,6 @@
-import { browserLaunchSpecSchema, issuesText, type BrowserLaunchSpec } from '../../contract/launch-spec.js';
+import type { BrowserLaunchSpec } from '../../contract/launch-spec.js';
 import { parseEgressEnv, type EgressRules } from '../../contract/egress.js';
+import { plainLaunchSpec } from './plain-input.js';
 
 /**
  * The agent is configured by its environment alone, because the same code runs as a
@@ -14,12 +15,16 @@ const fail = (message: string): never => {
 };
 
 /**
- * The launch spec through the contract's schema (the same one the operator reads the
- * launch Secret with), its defaults filled in. zod is loaded here, on the launch path
- * (about 60 ms), for one definition of the spec instead of a hand-written second one.
+ * The launch spec as the contract's schema (the same one the operator reads the launch
+ * Secret with) returns it, its defaults filled in. A plain spec is read without zod
+ * (plain-input.ts); anything else goes through the schema itself, loaded then, which
+ * decides and words the error.
  */
-export function parseLaunchSpec(raw: unknown): BrowserLaunchSpec {
+export async function parseLaunchSpec(raw: unknown): Promise<BrowserLaunchSpec> {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return fail('AGENT_SPEC must be a JSON object');
+  const plain = plainLaunchSpec(raw);
+  if (plain) return plain;
+  const { browserLaunchSpecSchema, issuesText } = await import('../../contract/launch-spec.js');
   const parsed = browserLaunchSpecSchema.safeParse(raw);
   return parsed.success ? parsed.data : fail(issuesText(parsed.error, 'AGENT_SPEC'));
 }
@@ -184,7 +189,7 @@ export function parseStandbyConfig(env: NodeJS.ProcessEnv): StandbyConfig {
   };
 }
 
-export function parseAgentConfig(env: NodeJS.ProcessEnv): AgentConfig {
+export async function parseAgentConfig(env: NodeJS.ProcessEnv): Promise<AgentConfig> {
   if (!env.AGENT_SPEC) fail('AGENT_SPEC (JSON launch settings) is required');
   let specJson: unknown;
   try {
@@ -194,7 +199,7 @@ export function parseAgentConfig(env: NodeJS.ProcessEnv): AgentConfig {
   }
   return {
     ...parseStandbyConfig(env),
-    spec: parseLaunchSpec(specJson),
+    spec: await parseLaunchSpec(specJson),
     token: parseToken(env.AGENT_TOKEN, 'AGENT_TOKEN (32 to 256 URL-safe characters) is required'),
     workDir: env.AGENT_WORK_DIR || undefined,
   };

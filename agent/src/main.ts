@@ -17,7 +17,7 @@ async function main(): Promise<void> {
   let standbyToken = '';
   const standby = isStandby(process.env);
   try {
-    config = standby ? parseStandbyConfig(process.env) : parseAgentConfig(process.env);
+    config = standby ? parseStandbyConfig(process.env) : await parseAgentConfig(process.env);
     if (standby) standbyToken = parseStandbyToken(process.env);
   } catch (error) {
     process.stderr.write(`invalid agent configuration: ${error instanceof Error ? error.message : String(error)}\n`);

@@ -7,7 +7,8 @@ import { sendJson } from './http-json.js';
 import { endSessionProcesses } from './process/session-end.js';
 import { withBrowserCdp, type BrowserCdp } from './cdp/client.js';
 import type { AgentState, ResetRequest } from './agent-state.js';
-import { agentResetReportOf, agentResetRequestSchema, MAX_START_URL_LENGTH, type AgentError } from '../../contract/agent-wire.js';
+import type { AgentError, AgentResetReport } from '../../contract/agent-wire.js';
+import { MAX_START_URL_LENGTH, plainResetRequest } from './plain-input.js';
 
 /**
  * POST /reset: a pool browser released with reuse is made fit for its next holder, over
@@ -55,7 +56,7 @@ interface ErrorBody {
 }
 
 /** The request body as text (empty means no options; undefined, too large), checked; pure, so it is tested alone. */
-export function parseResetRequest(text: string | undefined): { ok: true; request: ResetRequest } | { ok: false; error: ErrorBody } {
+export async function parseResetRequest(text: string | undefined): Promise<{ ok: true; request: ResetRequest } | { ok: false; error: ErrorBody }> {
   const invalid = (code: string, message: string, field?: string) => ({
     ok: false as const,
     error: { code: 'invalid_request', message: `The reset request is invalid: ${message}`, details: [{ code, message, ...(field ? { field } : {}) }] },
@@ -69,7 +70,9 @@ export function parseResetRequest(text: string | undefined): { ok: true; request
     return invalid('invalid_json', 'the body is not JSON');
   }
   if (!body || typeof body !== 'object' || Array.isArray(body)) return invalid('invalid_type', 'the body must be a JSON object');
-  const checked = agentResetRequestSchema.safeParse(body);
+  // A plain body is read without zod (plain-input.ts); the schema, loaded then, judges the rest.
+  const plain = plainResetRequest(body);
+  const checked = plain ? { success: true as const, data: plain } : (await import('../../contract/agent-wire.js')).agentResetRequestSchema.safeParse(body);
   if (!checked.success) {
     // One detail: an unknown field first, as a misspelt start_url is the likelier mistake.
     const issue = checked.error.issues.find((candidate) => candidate.code === 'unrecognized_keys') ?? checked.error.issues[0]!;
@@ -91,7 +94,7 @@ export function parseResetRequest(text: string | undefined): { ok: true; request
 }
 
 export async function handleResetRequest(state: AgentState, request: IncomingMessage, response: ServerResponse): Promise<void> {
-  const parsed = parseResetRequest(await readBody(request));
+  const parsed = await parseResetRequest(await readBody(request));
   if (!parsed.ok) return sendJson(response, 400, parsed.error);
   let report: BrowserResetReport;
   try {
@@ -99,7 +102,12 @@ export async function handleResetRequest(state: AgentState, request: IncomingMes
   } catch (error) {
     return sendJson(response, 409, { code: 'reset_failed', message: error instanceof Error ? error.message : String(error) } satisfies AgentError);
   }
-  sendJson(response, 200, agentResetReportOf(report));
+  sendJson(response, 200, {
+    closed_connections: report.closedConnections,
+    closed_targets: report.closedTargets,
+    disposed_contexts: report.disposedContexts,
+    cookies_restored: report.cookiesRestored,
+  } satisfies AgentResetReport);
 }
 
 /** The body as text; undefined when it is larger than any valid request (read to the end, so the 400 reaches the client). */

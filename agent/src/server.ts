@@ -1,11 +1,11 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Duplex } from 'node:stream';
-import { handleComputerRequest } from './computer/routes.js';
 import { sendJson } from './http-json.js';
 import { accessRefusal, bearerMatches, originRefusal, refuseUpgrade, UNAUTHORIZED } from './access.js';
-import { agentSettingsRequestSchema, agentShutdownRequestSchema, type AgentError, type AgentHealth, type AgentSettingsAnswer, type AgentShutdownAnswer } from '../../contract/agent-wire.js';
-import { issuesText } from '../../contract/launch-spec.js';
+import type { AgentError, AgentHealth, AgentSettingsAnswer, AgentShutdownAnswer } from '../../contract/agent-wire.js';
+import type { LiveBrowserSettings } from '../../contract/launch-spec.js';
+import { plainLiveSettings, plainShutdownRequest } from './plain-input.js';
 import { CDP_PATH, VNC_PATH, WEBDRIVER_PATH, type AgentState, type UpgradeHandler } from './agent-state.js';
 import { cdpGrantsOf } from './playwright/cdp-grants.js';
 
@@ -114,13 +114,13 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
   // waits for the start to settle, then is served or refused as the outcome says.
   if (state.phase() === 'starting' && options.settled) await options.settled();
   if (key === 'GET /json/version') return jsonVersion(state, request, response);
-  if (path.startsWith('/computer/')) return handleComputerRequest(state.chromium(), request, response, path);
+  if (path.startsWith('/computer/')) return (await import('./computer/routes.js')).handleComputerRequest(state.chromium(), request, response, path);
   if (key === 'POST /settings') {
     if (state.phase() !== 'ready') return sendJson(response, 503, { code: 'not_ready', message: 'browser not ready' });
-    const body = agentSettingsRequestSchema.safeParse(await readJson(request));
-    if (!body.success) return sendJson(response, 422, { code: 'settings_not_applied', message: issuesText(body.error, 'settings') } satisfies AgentError);
+    const body = await readSettings(await readJson(request));
+    if (!body.ok) return sendJson(response, 422, { code: 'settings_not_applied', message: body.message } satisfies AgentError);
     try {
-      await state.applySettings(body.data);
+      await state.applySettings(body.settings);
     } catch (error) {
       return sendJson(response, 422, { code: 'settings_not_applied', message: error instanceof Error ? error.message : String(error) } satisfies AgentError);
     }
@@ -128,7 +128,8 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
   }
   if (key === 'POST /reset') return (await import('./reset.js')).handleResetRequest(state, request, response);
   if (key === 'POST /shutdown') {
-    const body = agentShutdownRequestSchema.parse(await readJson(request));
+    const raw = await readJson(request);
+    const body = plainShutdownRequest(raw) ?? (await import('../../contract/agent-wire.js')).agentShutdownRequestSchema.parse(raw);
     sendJson(response, 202, { status: 'stopping' } satisfies AgentShutdownAnswer);
     // save_profile false: close without writing the profile back (default: as launched).
     state.requestShutdown('shutdown requested over HTTP', body.grace_ms, { saveProfile: body.save_profile !== false });
@@ -139,6 +140,18 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
   if (key === 'POST /curl') return (await import('./curl/http.js')).handleCurlRequest(state, request, response);
   if (path.startsWith('/process/')) return (await import('./process/http.js')).handleProcessRequest(state, request, response);
   sendJson(response, 404, { code: 'route_not_found', message: `no route for ${key}` });
+}
+
+/**
+ * A plain body is read without zod (plain-input.ts); anything else through the contract's
+ * schema, loaded then, which decides and words the error.
+ */
+async function readSettings(raw: unknown): Promise<{ ok: true; settings: LiveBrowserSettings } | { ok: false; message: string }> {
+  const plain = plainLiveSettings(raw);
+  if (plain) return { ok: true, settings: plain };
+  const [{ agentSettingsRequestSchema }, { issuesText }] = await Promise.all([import('../../contract/agent-wire.js'), import('../../contract/launch-spec.js')]);
+  const parsed = agentSettingsRequestSchema.safeParse(raw);
+  return parsed.success ? { ok: true, settings: parsed.data } : { ok: false, message: issuesText(parsed.error, 'settings') };
 }
 
 /** GET /health's wait_ms: how long to hold the answer while the browser starts (0: answer at once). */

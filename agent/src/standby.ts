@@ -78,14 +78,14 @@ export async function runStandby(
         if (!bearerMatches(request.headers.authorization, token)) {
           return sendJson(response, 401, { code: 'unauthorized', message: 'claiming a standby agent needs its token' });
         }
-        void readBody(request).then((body) => {
+        void readBody(request).then(async (body) => {
           let spec;
           let workDir: unknown;
           let agentToken: string;
           let chromiumUid: number | undefined;
           try {
             const parsed = JSON.parse(body) as { spec?: unknown; workDir?: unknown; token?: unknown; chromiumUid?: unknown };
-            spec = parseLaunchSpec(parsed.spec);
+            spec = await parseLaunchSpec(parsed.spec);
             agentToken = parseToken(parsed.token, 'token (the browser\'s agent token, 32 to 256 URL-safe characters) is required');
             workDir = parsed.workDir;
             if (parsed.chromiumUid !== undefined) chromiumUid = parseChromiumUid(parsed.chromiumUid, 'chromiumUid');
@@ -93,6 +93,8 @@ export async function runStandby(
           } catch (error) {
             return sendJson(response, 400, { code: 'invalid_spec', message: error instanceof Error ? error.message : String(error) });
           }
+          // Two claims may both have been read by now: the first one taken wins.
+          if (claimed) return sendJson(response, 503, { code: 'not_ready', message: 'browser not ready' });
           claimed = true;
           clearInterval(watchdog);
           onClaim(spec.browserId);

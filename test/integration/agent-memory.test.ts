@@ -1,12 +1,14 @@
-import { readFile, mkdtemp, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { chmod, readFile, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readReportedPort, spawnAgent } from '../../api/src/runtime/agent-process.js';
+import { AGENT_NODE_FLAGS, readReportedPort, spawnAgent } from '../../api/src/runtime/agent-process.js';
 import { fetchHealth } from '../../contract/agent-client.js';
 import { signalProcessGroup } from '../../lib/process-group.js';
 import { eventually } from '../support/eventually.js';
+import { agentAuth, testAgentTokens } from '../support/agent-access.js';
 
 /**
  * An agent as the embedded runtime starts it runs without a JIT (AGENT_NODE_FLAGS): V8
@@ -19,6 +21,8 @@ let scratch: string;
 
 beforeAll(async () => {
   scratch = await mkdtemp(path.join(os.tmpdir(), 'bp-agent-memory-'));
+  // Chromium runs as the browser user and must reach its work dir inside.
+  await chmod(scratch, 0o711);
 });
 
 afterAll(async () => {
@@ -53,4 +57,40 @@ describe('agent memory', () => {
       await exited;
     }
   });
+
+  it('loads what an idle browser needs and no more: no zod, no computer, stealth or reset code', async () => {
+    // Every ES module the agent loads, named on stderr by a loader hook (a thread of its own).
+    const hooks = `export async function load(url, context, next) { if (url.startsWith('file:')) process.stderr.write('LOADED ' + url + '\\n'); return next(url, context); }`;
+    const register = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+    const browserId = 'agent-lean-modules';
+    const portFile = path.join(scratch, `${browserId}.port`);
+    const child = spawn(process.execPath, [...AGENT_NODE_FLAGS, '--import', `data:text/javascript,${encodeURIComponent(register)}`, agentEntry], {
+      env: { PATH: process.env.PATH, AGENT_SPEC: JSON.stringify({ browserId, headless: true }), AGENT_TOKEN: testAgentTokens(browserId), AGENT_PORT: '0', AGENT_PORT_FILE: portFile, AGENT_WORK_DIR: path.join(scratch, browserId), LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      const url = await eventually(
+        async () => {
+          const port = await readReportedPort(portFile);
+          const url = port === undefined ? undefined : `http://127.0.0.1:${port}`;
+          return url && (await fetchHealth({ url, token: testAgentTokens(browserId) }, 500))?.status === 'ready' ? url : undefined;
+        },
+        { timeoutMs: 20_000, intervalMs: 50, what: 'the agent to be ready', detail: () => stderr },
+      );
+      // The service's own requests to an idle browser: plain bodies, read without zod.
+      const settings = await fetch(`${url}/settings`, { method: 'POST', headers: { ...agentAuth(browserId), 'content-type': 'application/json' }, body: JSON.stringify({ proxy: null }) });
+      expect(settings.status).toBe(200);
+      await fetch(`${url}/shutdown`, { method: 'POST', headers: { ...agentAuth(browserId), 'content-type': 'application/json' }, body: JSON.stringify({ grace_ms: 5000 }) });
+      await exited;
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
+    const loaded = stderr.split('\n').filter((line) => line.startsWith('LOADED ')).map((line) => line.slice('LOADED '.length));
+    expect(loaded.some((module) => module.includes('/node_modules/ws/')), stderr).toBe(true);
+    expect(loaded.filter((module) => /\/node_modules\/zod\/|\/agent\/src\/(computer|stealth|reset)\b/.test(module))).toEqual([]);
+  }, 60_000);
 });

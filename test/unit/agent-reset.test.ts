@@ -5,14 +5,14 @@ import { MAX_START_URL_LENGTH, parseResetRequest, restorableCookies, webOrigins,
 /** The pure parts of the agent's reset (agent/src/reset.ts) and the connection tracker it drives. */
 
 describe('the POST /reset body', () => {
-  it('takes no body, an empty object, about:blank or an http(s) start_url', () => {
-    expect(parseResetRequest('')).toEqual({ ok: true, request: {} });
-    expect(parseResetRequest('{}')).toEqual({ ok: true, request: {} });
-    expect(parseResetRequest('{"start_url":"about:blank"}')).toEqual({ ok: true, request: { startUrl: 'about:blank' } });
-    expect(parseResetRequest('{"start_url":"https://example.test/a?b=1"}')).toEqual({ ok: true, request: { startUrl: 'https://example.test/a?b=1' } });
-    expect(parseResetRequest('{"start_url":"HTTP://Example.test"}')).toEqual({ ok: true, request: { startUrl: 'http://example.test/' } });
+  it('takes no body, an empty object, about:blank or an http(s) start_url', async () => {
+    expect(await parseResetRequest('')).toEqual({ ok: true, request: {} });
+    expect(await parseResetRequest('{}')).toEqual({ ok: true, request: {} });
+    expect(await parseResetRequest('{"start_url":"about:blank"}')).toEqual({ ok: true, request: { startUrl: 'about:blank' } });
+    expect(await parseResetRequest('{"start_url":"https://example.test/a?b=1"}')).toEqual({ ok: true, request: { startUrl: 'https://example.test/a?b=1' } });
+    expect(await parseResetRequest('{"start_url":"HTTP://Example.test"}')).toEqual({ ok: true, request: { startUrl: 'http://example.test/' } });
     const longest = `http://x.test/${'a'.repeat(MAX_START_URL_LENGTH - 'http://x.test/'.length)}`;
-    expect(parseResetRequest(JSON.stringify({ start_url: longest }))).toMatchObject({ ok: true });
+    expect(await parseResetRequest(JSON.stringify({ start_url: longest }))).toMatchObject({ ok: true });
   });
 
   it.each([
@@ -27,16 +27,16 @@ describe('the POST /reset body', () => {
     ['a javascript: URL', '{"start_url":"javascript:alert(1)"}', 'invalid_url', 'body.start_url'],
     ['about: other than blank', '{"start_url":"about:config"}', 'invalid_url', 'body.start_url'],
     ['a URL over 2048 characters', JSON.stringify({ start_url: `http://x.test/${'a'.repeat(MAX_START_URL_LENGTH)}` }), 'too_long', 'body.start_url'],
-  ])('refuses %s', (_what, text, code, field) => {
-    const parsed = parseResetRequest(text);
+  ])('refuses %s', async (_what, text, code, field) => {
+    const parsed = await parseResetRequest(text);
     expect(parsed.ok).toBe(false);
     if (parsed.ok) return;
     expect(parsed.error).toMatchObject({ code: 'invalid_request', message: expect.stringMatching(/^The reset request is invalid: /) });
     expect(parsed.error.details).toEqual([{ code, message: expect.any(String), ...(field ? { field } : {}) }]);
   });
 
-  it('refuses a body too large to be a reset request', () => {
-    expect(parseResetRequest(undefined)).toMatchObject({ ok: false, error: { details: [{ code: 'too_large' }] } });
+  it('refuses a body too large to be a reset request', async () => {
+    expect(await parseResetRequest(undefined)).toMatchObject({ ok: false, error: { details: [{ code: 'too_large' }] } });
   });
 });
 

@@ -14,8 +14,8 @@ const secretOf = (spec: unknown): V1Secret => ({
 });
 
 describe('the launch spec as the agent reads it', () => {
-  it('fills in the defaults of a spec that names only the browser', () => {
-    expect(parseLaunchSpec({ browserId: 'bs_a1' })).toEqual({
+  it('fills in the defaults of a spec that names only the browser', async () => {
+    expect(await parseLaunchSpec({ browserId: 'bs_a1' })).toEqual({
       browserId: 'bs_a1',
       orgId: '',
       projectId: '',
@@ -34,8 +34,8 @@ describe('the launch spec as the agent reads it', () => {
     ['a viewport too large', { browserId: 'b', viewport: { width: 20_000, height: 10 } }, /AGENT_SPEC\.viewport\.width/],
     ['a proxy without a URL', { browserId: 'b', proxy: {} }, /AGENT_SPEC\.proxy\.url/],
     ['labels that are not strings', { browserId: 'b', labels: { a: 1 } }, /AGENT_SPEC\.labels\.a/],
-  ])('refuses %s, naming the field', (_what, raw, message) => {
-    expect(() => parseLaunchSpec(raw)).toThrow(message);
+  ])('refuses %s, naming the field', async (_what, raw, message) => {
+    await expect(parseLaunchSpec(raw)).rejects.toThrow(message);
   });
 });
 
