@@ -42,7 +42,7 @@ interface Memory {
 
 interface Tree {
   total: Memory;
-  /** By role: agent (node), wrapper (unshare, sh), chromium. */
+  /** By role: agent (node), wrapper (bwrap), chromium. */
   parts: Record<string, Memory>;
 }
 
@@ -274,7 +274,7 @@ async function processTable(): Promise<Map<number, ProcessInfo>> {
 
 function roleOf(name: string): string {
   if (name === 'node' || name.startsWith('MainThread')) return 'agent';
-  if (name === 'unshare' || name === 'sh' || name === 'setsid' || name === 'setpriv') return 'wrapper';
+  if (name === 'bwrap' || name === 'setpriv') return 'wrapper';
   return 'chromium';
 }
 

@@ -128,13 +128,10 @@ export class BrowserAgent {
     if (this.stopping) return;
     this.phase = 'ready';
     this.settle();
-    // Where a start's time went, for profiling a create: all but chromium_ms is the agent's.
     const split = { work_dir_ms: workDirReady - started, spawn_ms: this.spawnedAt - started, chromium_ms: answeredAt - this.spawnedAt };
     this.log.info({ ms: Date.now() - started, ...split, chromium_pid: chromium.pid, sandbox: chromium.sandbox }, 'browser ready');
-    // proxy-chain takes 50-500 ms of the agent's CPU to load (its event loop stalls
-    // meanwhile): right at ready it held up the first client's upgrade and commands, which
-    // come within ~100 ms. It loads a moment later, or at Chromium's first connection to
-    // the forwarder (a start URL, the first navigation) if that comes first (proxy.ts).
+    // proxy-chain's load (50-500 ms of stalled event loop) would hold up the first client's
+    // commands: it loads a moment later, or at Chromium's first use of the forwarder (proxy.ts).
     setTimeout(() => void (this.stopping ? undefined : this.forwarder?.load()), PROXY_LOAD_DELAY_MS).unref();
     void chromium.exited.then((exit) => this.onChromiumExit(exit));
     this.watchForOrphaning();
