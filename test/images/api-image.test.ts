@@ -78,6 +78,8 @@ describe('the api/operator image', () => {
           POD_NAMESPACE: namespace,
           KUBECONFIG,
           BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '20000',
+          // The chart's default: no warm spare pods, whose BrowserSessions would stand beside the one created below.
+          BROWSERPLANE_SPARE_BROWSERS: '0',
           LOG_LEVEL: 'info',
         },
         emptyDirs: ['/data', '/data/profiles', '/tmp'],
