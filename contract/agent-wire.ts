@@ -90,13 +90,6 @@ export const agentResetReportSchema = z.object({
 });
 export type AgentResetReport = z.infer<typeof agentResetReportSchema>;
 
-export const agentResetReportOf = (report: BrowserResetReport): AgentResetReport => ({
-  closed_connections: report.closedConnections,
-  closed_targets: report.closedTargets,
-  disposed_contexts: report.disposedContexts,
-  cookies_restored: report.cookiesRestored,
-});
-
 /** The service's reading of the report: a count the agent left out counts as 0. */
 export function readAgentResetReport(body: unknown): BrowserResetReport {
   const count = (key: keyof AgentResetReport) => agentResetReportSchema.shape[key].catch(0);

@@ -140,11 +140,9 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
   });
   options.onSpawn?.();
   log.debug({ chromium_pid: child.pid, args }, 'chromium spawned');
-  let wrapperTail = '';
-  if (options.wrap) child.stderr!.on('data', (chunk: Buffer | string) => (wrapperTail = (wrapperTail + chunk.toString()).slice(-500)));
   const exited = new Promise<ChromiumExit>((resolve) =>
     // Wrapped: on close, once the wrapper's last words (stderr) are read.
-    options.wrap ? child.once('close', (code, signal) => resolve(wrappedExit(code, signal, wrapperTail))) : child.once('exit', (code, signal) => resolve({ code, signal })),
+    options.wrap ? child.once('close', (code, signal) => resolve(wrappedExit(code, signal))) : child.once('exit', (code, signal) => resolve({ code, signal })),
   );
   const kill = async () => {
     if (child.pid) await (options.wrap ? killWrapped(child.pid) : killProcessGroup(child.pid));

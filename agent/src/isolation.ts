@@ -114,7 +114,7 @@ export async function killWrapped(wrapperPid: number): Promise<void> {
 }
 
 /** Chromium's exit as the wrapper reports it: bwrap exits 128 + n when Chromium was killed by signal n. */
-export function wrappedExit(code: number | null, signal: NodeJS.Signals | null, _stderrTail: string): { code: number | null; signal: NodeJS.Signals | null } {
+export function wrappedExit(code: number | null, signal: NodeJS.Signals | null): { code: number | null; signal: NodeJS.Signals | null } {
   if (code !== null && code > 128 && signal === null) {
     const name = Object.entries(constants.signals).find(([, number]) => number === code - 128)?.[0];
     if (name) return { code: null, signal: name as NodeJS.Signals };
