@@ -54,6 +54,8 @@ export interface SandboxRunOptions {
   dataDir: string;
   /** Opens fd 3 as a pipe the code may write its result to (the runner does); returned as `result`. */
   resultFd?: boolean;
+  /** Written to the code's stdin, which is then closed (default: no stdin). */
+  stdin?: string;
 }
 
 export interface SandboxResult {
@@ -235,8 +237,13 @@ function spawnRun(options: SandboxRunOptions, run: { confined: boolean; uid: num
     env = { PATH: pathVar, LANG: 'C.UTF-8', HOME: run.scratch, TMPDIR: run.scratch, ...options.env };
   }
   return new Promise<SandboxResult>((resolve, reject) => {
-    const stdio: ('ignore' | 'pipe')[] = ['ignore', 'pipe', 'pipe', ...(options.resultFd ? (['pipe'] as const) : [])];
+    const stdio: ('ignore' | 'pipe')[] = [options.stdin !== undefined ? 'pipe' : 'ignore', 'pipe', 'pipe', ...(options.resultFd ? (['pipe'] as const) : [])];
     const child = spawn(argv[0]!, argv.slice(1), { cwd, env, stdio, detached: !run.confined });
+    if (options.stdin !== undefined) {
+      // EPIPE when the code exits without reading it: nothing to report.
+      child.stdin!.on('error', () => undefined);
+      child.stdin!.end(options.stdin);
+    }
     let timedOut = false;
     let killTimer: NodeJS.Timeout | undefined;
     const kill = (): void => {
