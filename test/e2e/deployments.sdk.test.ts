@@ -110,7 +110,9 @@ describe('deploying with the SDK', () => {
     const built = path.join(service.dataDir, 'apps', 'builds', created.id);
     expect(await readdir(path.join(built, '.browserplane'))).toContain('entry.mjs');
     // Replayed from the start for a late follower, ending at once.
-    expect((await follow(client, created.id)).filter((f) => f.event !== 'sse_heartbeat')).toEqual(frames.filter((f) => f.event !== 'sse_heartbeat'));
+    const brief = (list: DeploymentFollowResponse[]) =>
+      list.filter((f) => f.event !== 'sse_heartbeat').map((f) => (f.event === 'deployment_state' ? `state ${f.deployment.status}` : f.event === 'log' ? `log ${f.message}` : f.event));
+    expect(brief(await follow(client, created.id))).toEqual(brief(frames));
   });
 
   it('builds a zip with package.json and package-lock.json (npm ci)', async () => {

@@ -99,6 +99,8 @@ export class BuildQueue {
     };
     const timer = setInterval(() => void flush(), LOG_FLUSH_MS);
     const log = (line: string) => {
+      // npm's blank separator lines say nothing in a log view.
+      if (line.trim() === '') return;
       const at = this.deps.clock.now();
       tail.push(line);
       if (tail.length > REASON_TAIL_LINES) tail.shift();

@@ -182,7 +182,7 @@ export async function readDeploymentEvents(
   const { rows } = await db.query<DeploymentEventRow>(
     `SELECT seq::text AS seq, at, event FROM deployment_events
       WHERE deployment_id = $1 AND seq > $2::bigint AND ($3::timestamptz IS NULL OR at >= $3)
-      ORDER BY seq LIMIT $4`,
+      ORDER BY deployment_events.seq LIMIT $4`,
     [deploymentId, afterSeq, since ?? null, limit],
   );
   return rows;

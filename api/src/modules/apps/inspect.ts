@@ -1,8 +1,16 @@
 import { BuildError, type InspectApps } from './build.js';
+import { inspectApps as readRegistry } from './runner.js';
 
 /**
- * The build's last step reads the apps an entrypoint registers through the runner
- * (runner.ts, built beside this module). Until it is merged in, a build stops here with
- * a clear reason rather than guessing at the registry.
+ * The build's last step: the runner (runner.ts) loads the entry in the sandbox and reads
+ * the registry. Its failure (the entry throws, registers nothing readable, times out) is
+ * the app's, so it becomes the deployment's status_reason rather than an internal error.
  */
-export const inspectApps: InspectApps = () => Promise.reject(new BuildError('reading the app registry needs the runner (runner.ts), which this build does not have yet'));
+export const inspectApps: InspectApps = async (opts) => {
+  try {
+    return await readRegistry(opts);
+  } catch (error) {
+    if (opts.signal?.aborted) throw error;
+    throw new BuildError(error instanceof Error ? error.message : String(error));
+  }
+};
