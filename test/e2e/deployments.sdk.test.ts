@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type Kernel from '@onkernel/sdk';
@@ -256,6 +256,68 @@ describe('bad input', () => {
     await rejection(client.deployments.retrieve('dep_nope'), NotFoundError);
     await rejection(client.deployments.delete('dep_nope'), NotFoundError);
     await rejection(client.deployments.follow('dep_nope'), NotFoundError);
+  });
+});
+
+/** A bare repository of `files` (links as [target]) in the test's scratch dir, readable by the sandbox's uid; its URL. */
+async function bareRepository(files: Record<string, string | [string]>): Promise<string> {
+  const work = await mkdtemp(path.join(scratch, 'git-work-'));
+  for (const [name, content] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(work, name)), { recursive: true });
+    if (typeof content === 'string') await writeFile(path.join(work, name), content);
+    else await symlink(content[0], path.join(work, name));
+  }
+  const bare = `${work}.git`;
+  const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd, stdio: 'pipe' });
+  git(work, 'init', '-q', '-b', 'main');
+  git(work, 'add', '.');
+  git(work, 'commit', '-q', '-m', 'app');
+  git(scratch, 'clone', '-q', '--bare', work, bare);
+  execFileSync('chmod', ['-R', 'a+rX', bare]);
+  return `file://${bare}`;
+}
+
+describe('the build runs the app author\'s code confined', () => {
+  it('bundles no host file a repository links to (esbuild runs in the sandbox)', async () => {
+    const { client } = await inNewProject();
+    const keyFile = path.join(service.dataDir, 'admin-api-key');
+    expect((await readFile(keyFile, 'utf8')).trim()).toBe(service.adminKey);
+    const url = await bareRepository({
+      'index.ts': `import Kernel from '@onkernel/sdk';\nimport key from './key.txt';\nnew Kernel().app('leak').action('key', async (_ctx: unknown) => key);\n`,
+      'key.txt': [keyFile],
+    });
+    const created = await client.deployments.create({ source: { type: 'github', url, ref: 'main', entrypoint: 'index.ts' } });
+    await follow(client, created.id);
+    const done = await client.deployments.retrieve(created.id);
+    expect(done.status).toBe('failed');
+    expect(done.status_reason).toMatch(/esbuild could not transpile/);
+    expect(done.status_reason).not.toContain(service.adminKey);
+    const built = path.join(service.dataDir, 'apps', 'builds', created.id);
+    const entry = await readFile(path.join(built, '.browserplane', 'entry.mjs'), 'utf8').catch(() => '');
+    expect(entry).not.toContain(service.adminKey);
+  });
+
+  it('runs install scripts where the data dir is out of reach', async () => {
+    const { client } = await inNewProject();
+    const keyFile = path.join(service.dataDir, 'admin-api-key');
+    const manifest = JSON.stringify({
+      name: 'thief',
+      type: 'module',
+      version: '1.0.0',
+      private: true,
+      scripts: { preinstall: `echo ran > ran.txt; cat ${keyFile} > stolen.txt 2>/dev/null; ls ${service.dataDir} > listing.txt 2>/dev/null; true` },
+      dependencies: { '@onkernel/sdk': '0.84.0' },
+    });
+    const zip = await zipOf({ 'package.json': manifest, 'index.js': "import Kernel from '@onkernel/sdk';\nnew Kernel().app('thief').action('a', async (ctx) => ctx && 1);\n" });
+    const created = await client.deployments.create({ file: await toFile(zip, 'app.zip'), entrypoint_rel_path: 'index.js' });
+    await follow(client, created.id);
+    const built = path.join(service.dataDir, 'apps', 'builds', created.id);
+    // The script ran (so the test can fail), and found nothing of the service.
+    expect((await readFile(path.join(built, 'ran.txt'), 'utf8')).trim()).toBe('ran');
+    expect(await readFile(path.join(built, 'stolen.txt'), 'utf8')).toBe('');
+    expect(await readFile(path.join(built, 'listing.txt'), 'utf8')).not.toMatch(/postgres|admin-api-key/);
+    const done = await client.deployments.retrieve(created.id);
+    expect(done.status, done.status_reason).toBe('running');
   });
 });
 
