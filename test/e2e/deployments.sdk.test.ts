@@ -113,6 +113,12 @@ describe('deploying with the SDK', () => {
     const brief = (list: DeploymentFollowResponse[]) =>
       list.filter((f) => f.event !== 'sse_heartbeat').map((f) => (f.event === 'deployment_state' ? `state ${f.deployment.status}` : f.event === 'log' ? `log ${f.message}` : f.event));
     expect(brief(await follow(client, created.id))).toEqual(brief(frames));
+    // since: only what happened from that instant on.
+    const last = frames.findLast((f) => f.event === 'deployment_state')!;
+    const tail: DeploymentFollowResponse[] = [];
+    for await (const frame of await client.deployments.follow(created.id, { since: last.timestamp })) tail.push(frame);
+    expect(brief(tail)).toEqual(brief(frames.filter((f) => f.event !== 'log' && Date.parse(f.timestamp) >= Date.parse(last.timestamp))));
+    expect(brief(tail).at(-1)).toBe('state running');
   });
 
   it('builds a zip with package.json and package-lock.json (npm ci)', async () => {
@@ -326,13 +332,16 @@ describe('isolation', () => {
     const a = await inNewProject();
     const b = await inNewProject();
     const name = unique('private');
-    const created = await a.client.deployments.create({ file: await singleTs(name), entrypoint_rel_path: 'index.ts' });
+    // A single .js file this time (no transpile: the runner loads the upload itself).
+    const js = `import Kernel from '@onkernel/sdk';\nnew Kernel().app(${JSON.stringify(name)}).action('a', async (ctx) => ctx && 1);\n`;
+    const created = await a.client.deployments.create({ file: await toFile(Buffer.from(js), 'index.js'), entrypoint_rel_path: 'index.js' });
     await rejection(b.client.deployments.retrieve(created.id), NotFoundError);
     await rejection(b.client.deployments.delete(created.id), NotFoundError);
     await rejection(b.client.deployments.follow(created.id), NotFoundError);
     expect((await b.client.deployments.list()).getPaginatedItems()).toEqual([]);
     await follow(a.client, created.id);
-    expect((await a.client.deployments.retrieve(created.id)).status).toBe('running');
+    const done = await a.client.deployments.retrieve(created.id);
+    expect(done.status, done.status_reason).toBe('running');
     expect((await b.client.apps.list({ app_name: name })).getPaginatedItems()).toEqual([]);
     expect((await a.client.apps.list({ app_name: name })).getPaginatedItems()).toHaveLength(1);
   });
