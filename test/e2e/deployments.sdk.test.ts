@@ -178,8 +178,8 @@ describe('deploying with the SDK', () => {
     expect(await versions()).toEqual([['2', v2.id]]);
   });
 
-  it('builds from a git repository (a local bare repository made with real git)', async () => {
-    const { client } = await inNewProject();
+  it('builds from a git repository (a local bare repository made with real git), sent by the SDK or as JSON', async () => {
+    const { client, project } = await inNewProject();
     const name = unique('git-app');
     const work = await mkdtemp(path.join(scratch, 'git-work-'));
     const bare = path.join(scratch, `${path.basename(work)}.git`);
@@ -201,6 +201,24 @@ describe('deploying with the SDK', () => {
     expect(done.status, done.status_reason).toBe('running');
     expect(done.source_checksum).toBe(commit);
     expect((await client.apps.list({ app_name: name })).getPaginatedItems()[0]?.actions).toEqual([{ name: 'from-git' }]);
+
+    // The same source as plain JSON (curl's way; the SDK always sends multipart), forced over the first.
+    const post = (body: unknown) =>
+      fetch(`${service.url}/deployments`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${service.adminKey}`, 'content-type': 'application/json', 'x-kernel-project-id': project.id },
+        body: JSON.stringify(body),
+      });
+    const bad = await post({ version: '1' });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ code: 'invalid_request', details: [expect.objectContaining({ field: 'body.source' })] });
+    const json = await post({ source: { type: 'github', url: `file://${bare}`, ref: 'main', entrypoint: 'src/index.ts', path: 'app' }, force: true });
+    expect(json.status).toBe(200);
+    const again = (await json.json()) as { id: string; status: string };
+    expect(again.status).toBe('queued');
+    await follow(client, again.id);
+    expect((await client.deployments.retrieve(again.id)).status).toBe('running');
+    expect((await client.apps.list({ app_name: name })).getPaginatedItems().map((a) => a.deployment)).toEqual([again.id]);
   });
 });
 
