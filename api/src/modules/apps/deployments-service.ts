@@ -23,7 +23,7 @@ const ENTRY_FILE = /\.(js|mjs|cjs|ts|mts|cts)$/;
 
 export function appsSettings(deps: AppDeps): AppsSettings {
   const settings = deps.settings.apps;
-  if (!settings) throw new AppError(503, 'apps_unavailable', 'This service does not run apps (no data dir configured for them)');
+  if (!settings) throw new AppError(503, 'apps_unavailable', 'This service does not run apps yet (Kubernetes mode builds and runs them in a later release)');
   return settings;
 }
 
