@@ -46,6 +46,8 @@ export interface AppSettings {
   authFlowTtlSeconds?: number | undefined;
   /** Interval of `sse_heartbeat` frames on event streams (default 15 s). */
   sseHeartbeatMs?: number | undefined;
+  /** BROWSERPLANE_DATA_DIR: apps' sources, builds and runs' scratch live under <dataDir>/apps (docs/apps.md). Unset: apps do not run here. */
+  dataDir?: string | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

@@ -69,6 +69,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       poolMinFreeMemoryBytes: parts.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
       authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
       spares: { max: config.BROWSERPLANE_SPARE_BROWSERS, learnMinutes: config.BROWSERPLANE_SPARE_LEARN_MINUTES },
+      dataDir: config.dataDir,
     },
     projectResources: allProjectResources(),
     sealer: createSealer(parts.encryptionKey),

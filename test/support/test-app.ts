@@ -106,6 +106,7 @@ export async function startTestApp(
         maxBodyBytes: 64 * 1024,
         orgMaxConcurrentSessions: 50,
         browserLaunchTimeoutMs: LAUNCH_TIMEOUT_MS,
+        dataDir: profileDir,
         ...options.settings,
       },
       proxy: {
