@@ -49,7 +49,7 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
     expect(got.body).toMatchObject({ status: 'succeeded', app_name: 'demo', version: 'v1', payload: '{"n":1}' });
     expect(got.body.finished_at).not.toBeNull();
     const listed = await http.get(`/invocations?deployment_id=${deploymentId}&action_name=echo`);
-    expect(listed.body.map((row: { id: string }) => row.id)).toContain(res.body.id);
+    expect((listed.body as { id: string }[]).map((row) => row.id)).toContain(res.body.id);
   });
 
   it('gives the action the deployment env, the service URL and a key of its own, dead once it ends', async () => {
@@ -94,9 +94,9 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
     const res = await invoke({ action_name: 'hang', async: true, async_timeout_seconds: 10 });
     expect(res.status).toBe(202);
     expect(res.body.status).toBe('queued');
-    await expect.poll(async () => (await http.get(`/invocations/${res.body.id}`)).body.status, { timeout: 5000 }).toBe('running');
+    await expect.poll(async () => (await http.get(`/invocations/${res.body.id}`)).body.status as string, { timeout: 5000 }).toBe('running');
     await expect
-      .poll(async () => (await http.get(`/invocations/${res.body.id}`)).body, { timeout: 20_000, interval: 250 })
+      .poll(async () => (await http.get(`/invocations/${res.body.id}`)).body as Record<string, unknown>, { timeout: 20_000, interval: 250 })
       .toMatchObject({ status: 'failed', status_reason: 'timed out after 10s (async_timeout_seconds 10)' });
     expect(runnerAlive(res.body.id as string)).toBe(false);
   }, 30_000);
@@ -127,7 +127,7 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
     const stream = await openSse(`${app.url}/invocations/${res.body.id}/events`, { key: app.tenant.adminKey, headers: { 'X-Kernel-Project-Id': projectId } });
     await stream.ended;
     const logs = stream.payloads.filter((frame) => frame.event === 'log');
-    expect(logs.map((frame) => frame.message)).toEqual(expect.arrayContaining(['line one', 'line two']));
+    expect(logs.map((frame) => frame.message as string)).toEqual(expect.arrayContaining(['line one', 'line two']));
     expect(logs.every((frame) => typeof frame.timestamp === 'string')).toBe(true);
     expect(stream.payloads.at(-1)).toMatchObject({ event: 'invocation_state', invocation: { status: 'succeeded' } });
     const future = new Date(app.clock.now().getTime() + 60_000).toISOString();
@@ -140,7 +140,7 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
     const res = await invoke({ action_name: 'log', async: true });
     const stream = await openSse(`${app.url}/invocations/${res.body.id}/events`, { key: app.tenant.adminKey, headers: { 'X-Kernel-Project-Id': projectId } });
     await stream.ended;
-    expect(stream.payloads.filter((frame) => frame.event === 'log').map((frame) => frame.message)).toEqual(expect.arrayContaining(['line one', 'line two']));
+    expect(stream.payloads.filter((frame) => frame.event === 'log').map((frame) => frame.message as string)).toEqual(expect.arrayContaining(['line one', 'line two']));
     expect(stream.payloads.at(-1)).toMatchObject({ event: 'invocation_state', invocation: { status: 'succeeded', output: '"logged"' } });
   });
 
