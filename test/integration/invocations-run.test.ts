@@ -27,7 +27,7 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
   beforeAll(async () => {
     app = await startTestApp();
     ({ id: projectId, http } = await newProject(app.tenant.http));
-    deploymentId = await deployByHand(app.database.db, app.deps.settings.dataDir!, projectId, {
+    deploymentId = await deployByHand(app.database.db, app.deps.settings.apps!.dataDir, projectId, {
       appName: 'demo',
       version: 'v1',
       entry: 'index.mjs',

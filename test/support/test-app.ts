@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { composeAppDeps } from '../../api/src/compose.js';
 import { parseConfig } from '../../api/src/config.js';
+import { appsSettingsOf } from '../../api/src/modules/apps/settings.js';
 import { createAppServices, startBackground } from '../../api/src/app-services.js';
 import { issueApiKey } from '../../api/src/modules/api-keys/service.js';
 import type { ProxySettings } from '../../api/src/modules/proxies/upstreams.js';
@@ -106,7 +107,8 @@ export async function startTestApp(
         maxBodyBytes: 64 * 1024,
         orgMaxConcurrentSessions: 50,
         browserLaunchTimeoutMs: LAUNCH_TIMEOUT_MS,
-        dataDir: profileDir,
+        // Deployments store their sources and builds under the test's own dir.
+        apps: appsSettingsOf(config),
         ...options.settings,
       },
       proxy: {

@@ -68,7 +68,7 @@ export function startRun(deps: AppDeps, browsers: InvocationBrowsers, scope: Sco
 }
 
 async function execute(deps: AppDeps, browsers: InvocationBrowsers, scope: Scope, row: InvocationRow, version: LiveAppVersion, controller: AbortController): Promise<void> {
-  const dataDir = deps.settings.dataDir;
+  const dataDir = deps.settings.apps?.dataDir;
   const baseUrl = deps.settings.internalUrl;
   const timeoutMs = (row.async_timeout_seconds ?? DEFAULT_RUN_TIMEOUT_SECONDS) * 1000;
   const logs = new InvocationLogWriter(deps, row.id);

@@ -1,0 +1,277 @@
+import { execFileSync } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type Kernel from '@onkernel/sdk';
+import { APIError, BadRequestError, NotFoundError, toFile } from '@onkernel/sdk';
+import type { DeploymentFollowResponse } from '@onkernel/sdk/resources/deployments';
+import yazl from 'yazl';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rejection, unique } from './support/sdk.js';
+import { cleanupServices, startService, type RunningService } from '../support/service.js';
+
+/**
+ * Deployments with the real TS SDK against the built service: real npm (the registry is
+ * reachable), real esbuild, real git, the real sandbox.
+ */
+
+let service: RunningService;
+let admin: Kernel;
+let scratch: string;
+const UPLOAD_LIMIT_MB = 2;
+
+beforeAll(async () => {
+  service = await startService({ env: { BROWSERPLANE_APP_MAX_UPLOAD_MB: String(UPLOAD_LIMIT_MB), BROWSERPLANE_APP_GIT_ALLOW_LOCAL: 'true' } });
+  admin = service.client();
+  // World-searchable: the sandboxed git (its own uid) reads the test's bare repository.
+  scratch = await mkdtemp(path.join(os.tmpdir(), 'bp-deploy-'));
+  await chmod(scratch, 0o755);
+});
+afterAll(async () => {
+  await cleanupServices();
+  await rm(scratch, { recursive: true, force: true });
+});
+
+const inNewProject = async () => {
+  const project = await admin.projects.create({ name: unique('deploy') });
+  return { project, client: service.client(undefined, { projectID: project.id }) };
+};
+
+const appSource = (appName: string, action = 'greet') => `
+import Kernel from '@onkernel/sdk';
+import { greeting } from './greeting.js';
+
+const kernel = new Kernel();
+const app = kernel.app(${JSON.stringify(appName)});
+app.action(${JSON.stringify(action)}, async (_ctx: unknown, payload?: { name?: string }) => ({ text: greeting(payload?.name ?? 'world') }));
+`;
+
+/** Every frame of the deployment's event stream, to its end (the server closes it when terminal). */
+async function follow(client: Kernel, id: string): Promise<DeploymentFollowResponse[]> {
+  const frames: DeploymentFollowResponse[] = [];
+  for await (const frame of await client.deployments.follow(id)) frames.push(frame);
+  return frames;
+}
+
+async function zipOf(files: Record<string, string>, extra?: (zip: yazl.ZipFile) => void): Promise<Buffer> {
+  const zip = new yazl.ZipFile();
+  for (const [name, text] of Object.entries(files)) zip.addBuffer(Buffer.from(text), name);
+  extra?.(zip);
+  zip.end();
+  const chunks: Buffer[] = [];
+  for await (const chunk of zip.outputStream) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** A single TypeScript file: no package.json, so the build installs @onkernel/sdk itself. */
+const singleTs = async (appName: string) => {
+  const text = appSource(appName).replace("import { greeting } from './greeting.js';\n", 'const greeting = (name: string) => `hello ${name}`;\n');
+  return toFile(Buffer.from(text), 'index.ts');
+};
+
+/** A zip with package.json and the package-lock.json real npm makes for it. */
+async function packagedZip(appName: string, dependencies: Record<string, string> = { '@onkernel/sdk': '0.84.0' }, lock = true): Promise<Buffer> {
+  const dir = await mkdtemp(path.join(scratch, 'pkg-'));
+  const manifest = JSON.stringify({ name: 'fixture-app', version: '1.0.0', private: true, type: 'module', dependencies }, null, 2);
+  await writeFile(path.join(dir, 'package.json'), manifest);
+  const files: Record<string, string> = {
+    'package.json': manifest,
+    'src/index.js': appSource(appName).replace(/: unknown|\?: \{ name\?: string \}/g, ''),
+    'src/greeting.js': 'export const greeting = (name) => `hello ${name}`;\n',
+  };
+  if (lock) {
+    execFileSync('npm', ['install', '--package-lock-only', '--no-audit', '--no-fund', '--ignore-scripts'], { cwd: dir, stdio: 'pipe', timeout: 120_000 });
+    files['package-lock.json'] = await readFile(path.join(dir, 'package-lock.json'), 'utf8');
+  }
+  return zipOf(files);
+}
+
+describe('deploying with the SDK', () => {
+  it('builds a single TypeScript file: events follow the build to running, GET /apps shows its action', async () => {
+    const { client } = await inNewProject();
+    const name = unique('ts-app');
+    const created = await client.deployments.create({ file: await singleTs(name), entrypoint_rel_path: 'index.ts', env_vars: { GREETING: 'hi' }, region: 'aws.us-east-1a' });
+    expect(created).toMatchObject({ status: 'queued', entrypoint_rel_path: 'index.ts', env_vars: { GREETING: 'hi' }, region: 'aws.us-east-1a', source_type: 'file' });
+    expect(created.source_checksum).toMatch(/^[0-9a-f]{64}$/);
+
+    const frames = await follow(client, created.id);
+    const states = frames.flatMap((f) => (f.event === 'deployment_state' ? [f.deployment.status] : []));
+    const done = await client.deployments.retrieve(created.id);
+    expect(done.status_reason ?? '').toBe('');
+    expect(states).toEqual(['queued', 'in_progress', 'running']);
+    expect(frames.some((f) => f.event === 'log' && f.message.includes('npm install'))).toBe(true);
+    const summary = frames.find((f) => f.event === 'app_version_summary');
+    expect(summary).toMatchObject({ app_name: name, version: 'latest', actions: [{ name: 'greet' }], env_vars: { GREETING: 'hi' } });
+    expect(done.status).toBe('running');
+
+    const apps = (await client.apps.list({ app_name: name })).getPaginatedItems();
+    expect(apps).toEqual([{ id: expect.any(String), app_name: name, version: 'latest', actions: [{ name: 'greet' }], deployment: created.id, env_vars: { GREETING: 'hi' }, region: 'aws.us-east-1a' }]);
+    // The TypeScript entry was bundled for the runner; the build dir is the shared layout.
+    const built = path.join(service.dataDir, 'apps', 'builds', created.id);
+    expect(await readdir(path.join(built, '.browserplane'))).toContain('entry.mjs');
+    // Replayed from the start for a late follower, ending at once.
+    const brief = (list: DeploymentFollowResponse[]) =>
+      list.filter((f) => f.event !== 'sse_heartbeat').map((f) => (f.event === 'deployment_state' ? `state ${f.deployment.status}` : f.event === 'log' ? `log ${f.message}` : f.event));
+    expect(brief(await follow(client, created.id))).toEqual(brief(frames));
+  });
+
+  it('builds a zip with package.json and package-lock.json (npm ci)', async () => {
+    const { client } = await inNewProject();
+    const name = unique('zip-app');
+    const created = await client.deployments.create({ file: await toFile(await packagedZip(name), 'app.zip'), entrypoint_rel_path: 'src/index.js', version: '1.0.0' });
+    const frames = await follow(client, created.id);
+    const done = await client.deployments.retrieve(created.id);
+    expect(done.status, done.status_reason).toBe('running');
+    expect(frames.some((f) => f.event === 'log' && f.message.includes('npm ci'))).toBe(true);
+    const apps = (await client.apps.list({ version: '1.0.0' })).getPaginatedItems();
+    expect(apps.map((a) => [a.app_name, a.actions])).toEqual([[name, [{ name: 'greet' }]]]);
+  });
+
+  it('fails a build whose dependency does not exist, with npm\'s error in status_reason', async () => {
+    const { client } = await inNewProject();
+    const zip = await packagedZip(unique('bad-dep'), { '@onkernel/sdk': '0.84.0', 'browserplane-no-such-package-7f3a9c': '1.0.0' }, false);
+    const created = await client.deployments.create({ file: await toFile(zip, 'app.zip'), entrypoint_rel_path: 'src/index.js' });
+    await follow(client, created.id);
+    const done = await client.deployments.retrieve(created.id);
+    expect(done.status).toBe('failed');
+    expect(done.status_reason).toMatch(/npm install failed/);
+    expect(done.status_reason).toMatch(/E404|404 Not Found/);
+    expect((await client.apps.list()).getPaginatedItems()).toEqual([]);
+  });
+
+  it('keeps two versions side by side; the same version again fails unless forced, which replaces it', async () => {
+    const { client } = await inNewProject();
+    const name = unique('versions');
+    const deploy = async (version: string, force?: boolean) => {
+      const created = await client.deployments.create({ file: await singleTs(name), entrypoint_rel_path: 'index.ts', version, ...(force === undefined ? {} : { force }) });
+      await follow(client, created.id);
+      return client.deployments.retrieve(created.id);
+    };
+    const v1 = await deploy('1');
+    const v2 = await deploy('2');
+    expect([v1.status, v2.status]).toEqual(['running', 'running']);
+    const versions = async () => (await client.apps.list({ app_name: name })).getPaginatedItems().map((a) => [a.version, a.deployment]).sort();
+    expect(await versions()).toEqual([['1', v1.id], ['2', v2.id]]);
+
+    const again = await deploy('1');
+    expect(again.status).toBe('failed');
+    expect(again.status_reason).toContain('already exists');
+    expect(await versions()).toEqual([['1', v1.id], ['2', v2.id]]);
+
+    const forced = await deploy('1', true);
+    expect(forced.status).toBe('running');
+    expect(await versions()).toEqual([['1', forced.id], ['2', v2.id]]);
+
+    const listed = (await client.deployments.list({ app_version: '1' })).getPaginatedItems().map((d) => d.id);
+    expect(listed).toEqual([forced.id, again.id, v1.id]);
+    expect((await client.deployments.list({ app_name: name, limit: 1 })).getPaginatedItems()).toHaveLength(1);
+
+    // Delete: stopped, its apps gone, the others stay.
+    await client.deployments.delete(forced.id);
+    expect((await client.deployments.retrieve(forced.id)).status).toBe('stopped');
+    expect(await versions()).toEqual([['2', v2.id]]);
+  });
+
+  it('builds from a git repository (a local bare repository made with real git)', async () => {
+    const { client } = await inNewProject();
+    const name = unique('git-app');
+    const work = await mkdtemp(path.join(scratch, 'git-work-'));
+    const bare = path.join(scratch, `${path.basename(work)}.git`);
+    await mkdir(path.join(work, 'app', 'src'), { recursive: true });
+    await writeFile(path.join(work, 'app', 'src', 'index.ts'), appSource(name, 'from-git'));
+    await writeFile(path.join(work, 'app', 'src', 'greeting.ts'), 'export const greeting = (name: string) => `hello ${name}`;\n');
+    const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd, stdio: 'pipe' });
+    git(work, 'init', '-q', '-b', 'main');
+    git(work, 'add', '.');
+    git(work, 'commit', '-q', '-m', 'app');
+    git(scratch, 'clone', '-q', '--bare', work, bare);
+    execFileSync('chmod', ['-R', 'a+rX', bare]);
+    const commit = git(work, 'rev-parse', 'HEAD').toString().trim();
+
+    const created = await client.deployments.create({ source: { type: 'github', url: `file://${bare}`, ref: 'main', entrypoint: 'src/index.ts', path: 'app' } });
+    expect(created).toMatchObject({ source_type: 'github', source_url: `file://${bare}`, source_ref: 'main', source_path: 'app', entrypoint_rel_path: 'src/index.ts' });
+    await follow(client, created.id);
+    const done = await client.deployments.retrieve(created.id);
+    expect(done.status, done.status_reason).toBe('running');
+    expect(done.source_checksum).toBe(commit);
+    expect((await client.apps.list({ app_name: name })).getPaginatedItems()[0]?.actions).toEqual([{ name: 'from-git' }]);
+  });
+});
+
+describe('bad input', () => {
+  const noNewDeployments = async (client: Kernel, attempt: () => Promise<unknown>) => {
+    const before = (await client.deployments.list()).getPaginatedItems().length;
+    await attempt();
+    expect((await client.deployments.list()).getPaginatedItems()).toHaveLength(before);
+  };
+
+  it('refuses a request with neither file nor source, or with a bad region, naming the field', async () => {
+    const { client } = await inNewProject();
+    await noNewDeployments(client, async () => {
+      const neither = await rejection(client.deployments.create({ entrypoint_rel_path: 'index.ts' }), BadRequestError);
+      expect(neither.error).toMatchObject({ code: 'invalid_request', details: [expect.objectContaining({ field: 'body.file' })] });
+      const region = await rejection(
+        client.deployments.create({ file: await singleTs('x'), entrypoint_rel_path: 'index.ts', region: 'eu-west' as 'aws.us-east-1a' }),
+        BadRequestError,
+      );
+      expect(region.error).toMatchObject({ code: 'invalid_request', details: [expect.objectContaining({ field: 'body.region' })] });
+      const entry = await rejection(client.deployments.create({ file: await singleTs('x'), entrypoint_rel_path: 'index.py' }), BadRequestError);
+      expect(entry.error).toMatchObject({ code: 'invalid_entrypoint' });
+    });
+  });
+
+  it('refuses a zip without the entrypoint, a zip-slip entry and a symlink entry; nothing is written outside', async () => {
+    const { client } = await inNewProject();
+    await noNewDeployments(client, async () => {
+      const missing = await rejection(client.deployments.create({ file: await toFile(await zipOf({ 'main.js': '' }), 'a.zip'), entrypoint_rel_path: 'index.js' }), BadRequestError);
+      expect(missing.error).toMatchObject({ code: 'invalid_entrypoint', details: [expect.objectContaining({ field: 'body.entrypoint_rel_path' })] });
+
+      // yazl refuses to write "..", so the name is patched in the bytes after (same length).
+      const slip = Buffer.from((await zipOf({ 'index.js': '', 'zz/evil.txt': 'pwned' })).toString('latin1').replaceAll('zz/evil.txt', '../evil.txt'), 'latin1');
+      const escaped = await rejection(client.deployments.create({ file: await toFile(slip, 'a.zip'), entrypoint_rel_path: 'index.js' }), BadRequestError);
+      expect(escaped.error).toMatchObject({ code: 'invalid_path', message: expect.stringContaining('../evil.txt') });
+
+      const link = await zipOf({ 'index.js': '' }, (zip) => zip.addBuffer(Buffer.from('/etc/shadow'), 'shadow', { mode: 0o120777 }));
+      const linked = await rejection(client.deployments.create({ file: await toFile(link, 'a.zip'), entrypoint_rel_path: 'index.js' }), BadRequestError);
+      expect(linked.error).toMatchObject({ code: 'invalid_zip', message: expect.stringContaining('symbolic link') });
+    });
+    const apps = path.join(service.dataDir, 'apps');
+    expect(await readdir(apps)).not.toContain('evil.txt');
+  });
+
+  it('refuses an upload past the limit with 413', async () => {
+    const { client } = await inNewProject();
+    await noNewDeployments(client, async () => {
+      const big = Buffer.alloc((UPLOAD_LIMIT_MB + 1) * 1024 * 1024, 'a');
+      const error = await rejection(client.deployments.create({ file: await toFile(big, 'index.js'), entrypoint_rel_path: 'index.js' }), APIError);
+      expect(error.status).toBe(413);
+      expect(error.error).toMatchObject({ code: 'upload_too_large', message: expect.any(String), details: expect.any(Array) });
+    });
+  });
+
+  it('refuses bad list and follow queries', async () => {
+    const { client } = await inNewProject();
+    await rejection(client.deployments.list({ limit: 0 }), BadRequestError);
+    await rejection(client.apps.list({ limit: 1000 }), BadRequestError);
+    await rejection(client.deployments.retrieve('dep_nope'), NotFoundError);
+    await rejection(client.deployments.delete('dep_nope'), NotFoundError);
+    await rejection(client.deployments.follow('dep_nope'), NotFoundError);
+  });
+});
+
+describe('isolation', () => {
+  it('another project cannot see, follow or delete a deployment, nor see its apps', async () => {
+    const a = await inNewProject();
+    const b = await inNewProject();
+    const name = unique('private');
+    const created = await a.client.deployments.create({ file: await singleTs(name), entrypoint_rel_path: 'index.ts' });
+    await rejection(b.client.deployments.retrieve(created.id), NotFoundError);
+    await rejection(b.client.deployments.delete(created.id), NotFoundError);
+    await rejection(b.client.deployments.follow(created.id), NotFoundError);
+    expect((await b.client.deployments.list()).getPaginatedItems()).toEqual([]);
+    await follow(a.client, created.id);
+    expect((await a.client.deployments.retrieve(created.id)).status).toBe('running');
+    expect((await b.client.apps.list({ app_name: name })).getPaginatedItems()).toEqual([]);
+    expect((await a.client.apps.list({ app_name: name })).getPaginatedItems()).toHaveLength(1);
+  });
+});
