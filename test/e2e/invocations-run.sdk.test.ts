@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import type Kernel from '@onkernel/sdk';
 import { AuthenticationError, toFile } from '@onkernel/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -118,4 +119,23 @@ describe('invoking a deployed app with the SDK', () => {
     expect(key).toMatch(/^bp_/);
     await expect(service.client(key).invocations.retrieve(created.id)).rejects.toBeInstanceOf(AuthenticationError);
   }, 60_000);
+
+  // Last: it restarts the service.
+  it('fails at the next start a run the killed service left, and its process is gone with the service', async () => {
+    const keyRun = await client.invocations.create({ app_name: appName, action_name: 'key', version: '1' });
+    expect(keyRun.status).toBe('succeeded');
+    const created = await client.invocations.create({ app_name: appName, action_name: 'sleepy', version: '1', async: true });
+    await expect.poll(async () => (await client.invocations.retrieve(created.id)).status, { timeout: 20_000, interval: 250 }).toBe('running');
+    const { projectID } = client;
+    expect(await service.kill()).toEqual({ code: null, signal: 'SIGKILL' });
+    // bwrap dies with its parent and takes the run's pid namespace along.
+    await expect.poll(() => spawnSync('pgrep', ['-f', `runner-child.mjs invoke .* ${created.id}$`]).status, { timeout: 5000 }).toBe(1);
+    service = await startService({ dataDir: service.dataDir });
+    client = service.client(undefined, { projectID });
+    expect(await client.invocations.retrieve(created.id)).toMatchObject({
+      status: 'failed',
+      status_reason: 'The service restarted while the invocation ran; its run was lost',
+    });
+    expect((await client.invocations.retrieve(keyRun.id)).status).toBe('succeeded');
+  }, 120_000);
 });
