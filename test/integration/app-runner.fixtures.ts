@@ -1,5 +1,6 @@
 import { cp, mkdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { Queryable } from '../../api/src/db/pool.js';
 import { packageRoot } from '../../api/src/paths.js';
 
 /**
@@ -30,6 +31,11 @@ app.action('fail', async (ctx) => { throw new Error('the action broke on purpose
 app.action('hang', async (ctx) => new Promise(() => setInterval(() => {}, 1000)));
 app.action('log', async (ctx) => { console.log('line one'); console.error('line two'); return 'logged'; });
 app.action('env', async (ctx) => ({ greeting: process.env.GREETING ?? null, base: process.env.KERNEL_BASE_URL ?? null, hasKey: Boolean(process.env.KERNEL_API_KEY) }));
+app.action('self', async (ctx) => {
+  const res = await fetch(process.env.KERNEL_BASE_URL + '/invocations/' + ctx.invocation_id, { headers: { authorization: 'Bearer ' + process.env.KERNEL_API_KEY } });
+  const body = await res.json();
+  return { status: res.status, invocation: body.status, key: process.env.KERNEL_API_KEY };
+});
 app.action('secret', async (ctx) => { const fs = await import('node:fs'); try { return fs.readFileSync(process.env.SECRET_PATH, 'utf8'); } catch (e) { return 'refused: ' + e.code; } });
 `;
 
@@ -39,3 +45,33 @@ const { Kernel } = require('@onkernel/sdk');
 const app = new Kernel().app('cjs-demo');
 app.action('hello', async (ctx, payload) => 'hello ' + (payload && payload.name));
 `;
+
+let deploymentSeq = 0;
+
+/**
+ * What a finished build leaves, made by hand: a deployment row, its build dir and one live
+ * app_versions row per app (until the deploy route builds them itself).
+ */
+export async function deployByHand(
+  db: Queryable,
+  dataDir: string,
+  projectId: string,
+  app: { appName: string; version: string; entry: string; files: Record<string, string>; actions: string[]; envVars?: Record<string, string> },
+): Promise<string> {
+  const deploymentId = `dep_hand${Date.now().toString(36)}${++deploymentSeq}`;
+  const { rows } = await db.query<{ org_id: string }>('SELECT org_id FROM projects WHERE id = $1', [projectId]);
+  const orgId = rows[0]!.org_id;
+  const now = new Date();
+  await db.query(
+    `INSERT INTO deployments (id, org_id, project_id, status, entrypoint_rel_path, env_vars, version, source_type, created_at, updated_at)
+     VALUES ($1, $2, $3, 'running', $4, $5, $6, 'file', $7, $7)`,
+    [deploymentId, orgId, projectId, app.entry, JSON.stringify(app.envVars ?? {}), app.version, now],
+  );
+  await makeBuildDir(dataDir, deploymentId, app.files);
+  await db.query(
+    `INSERT INTO app_versions (id, org_id, project_id, deployment_id, app_name, version, runtime, entry, actions, env_vars, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, 'node', $7, $8, $9, $10)`,
+    [`apv_${deploymentId}`, orgId, projectId, deploymentId, app.appName, app.version, app.entry, JSON.stringify(app.actions.map((name) => ({ name }))), JSON.stringify(app.envVars ?? {}), now],
+  );
+  return deploymentId;
+}

@@ -29,7 +29,7 @@ describe.skipIf(process.getuid?.() !== 0)('app runner', () => {
 
   it('reads the apps and actions an ESM entry registers', async () => {
     expect(await inspectApps(esm)).toEqual({
-      apps: [{ name: 'demo', actions: ['echo', 'nothing', 'fail', 'hang', 'log', 'env', 'secret'].map((name) => ({ name })) }],
+      apps: [{ name: 'demo', actions: ['echo', 'nothing', 'fail', 'hang', 'log', 'env', 'self', 'secret'].map((name) => ({ name })) }],
     });
   });
 

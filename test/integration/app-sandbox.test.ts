@@ -120,6 +120,14 @@ describe.skipIf(process.getuid?.() !== 0)('app sandbox', () => {
     }
   });
 
+  it('runs under the documented limits on tasks and file size', async () => {
+    const result = await sh("grep -E 'Max (processes|file size)' /proc/self/limits");
+    expect(result.lines).toEqual([
+      expect.stringMatching(new RegExp(`^stdout: Max file size +${SANDBOX_LIMITS.maxFileBytes} +${SANDBOX_LIMITS.maxFileBytes} +bytes`)),
+      expect.stringMatching(new RegExp(`^stdout: Max processes +${SANDBOX_LIMITS.maxProcesses} +${SANDBOX_LIMITS.maxProcesses} +processes`)),
+    ]);
+  });
+
   it('ends a run past its time, the processes it started included', async () => {
     const started = Date.now();
     const result = await sh('sleep 60 & sleep 60', { timeoutMs: 500 });
