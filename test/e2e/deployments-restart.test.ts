@@ -49,6 +49,16 @@ describe('builds and deletes across a deployment\'s life', () => {
     expect((await again.apps.list()).getPaginatedItems().map((a) => a.app_name)).toEqual(['after-restart']);
   });
 
+  it('fails the build it runs when the service stops (SIGTERM)', async () => {
+    const first = await startService();
+    const client = first.client();
+    const slow = await client.deployments.create({ file: await toFile(await slowApp('stopping'), 'slow.zip'), entrypoint_rel_path: 'index.js' });
+    await expect.poll(async () => (await client.deployments.retrieve(slow.id)).status, { timeout: 60_000, interval: 100 }).toBe('in_progress');
+    expect(await first.stop()).toEqual({ code: 0, signal: null });
+    const second = await startService({ dataDir: first.dataDir });
+    expect(await second.client().deployments.retrieve(slow.id)).toMatchObject({ status: 'failed', status_reason: expect.stringMatching(/^The service is shutting down/) });
+  });
+
   it('aborts a build when its deployment is deleted', async () => {
     const service = await startService();
     const client = service.client();
