@@ -6,7 +6,9 @@ import { buildDeployment, BuildError, type InspectApps } from './build.js';
 import { APP_REGION } from './deployments-schema.js';
 import { recordDeploymentEvents, stateFrame } from './deployment-events.js';
 import { claimQueuedDeployment, findDeploymentById, interruptedDeployments, setDeploymentStatus, type DeploymentRow } from './deployments-store.js';
-import type { AppsSettings } from './settings.js';
+import { buildDirOf, type AppsSettings } from './settings.js';
+import { rm } from 'node:fs/promises';
+import type { Logger } from 'pino';
 
 /** Log lines a failed build's status_reason ends with. */
 const REASON_TAIL_LINES = 25;
@@ -118,6 +120,8 @@ export class BuildQueue {
       const reason = abort.signal.aborted ? (abort.signal.reason as Error).message : error instanceof BuildError ? error.message : 'the build failed unexpectedly';
       if (!(error instanceof BuildError) && !abort.signal.aborted) this.deps.log.error({ err: error, deploymentId: row.id }, 'a deployment build failed unexpectedly');
       await this.finishFailed(row.id, reason, tail);
+      // Also when a delete stopped it (finishFailed then changes nothing): the build is over.
+      await removeBuildDir(this.settings.dataDir, row.id, this.deps.log);
     } finally {
       clearInterval(timer);
       this.tokens.delete(row.id);
@@ -169,10 +173,23 @@ export class BuildQueue {
   private async finishFailed(id: string, reason: string, tail: string[]): Promise<void> {
     const withTail = tail.length ? `${reason}\n--- last build output\n${tail.join('\n')}` : reason;
     const statusReason = withTail.length > REASON_MAX_CHARS ? `${withTail.slice(0, 200)}\n[...]\n${withTail.slice(-(REASON_MAX_CHARS - 210))}` : withTail;
-    await inTransaction(this.deps.db, async (tx) => {
+    const failed = await inTransaction(this.deps.db, async (tx) => {
       const now = this.deps.clock.now();
       const row = await setDeploymentStatus(tx, id, { status: 'failed', from: ['queued', 'in_progress'], statusReason, now });
       if (row) await recordDeploymentEvents(this.deps, tx, id, [stateFrame(row, now)]);
-    }).catch((error: unknown) => this.deps.log.error({ err: error, deploymentId: id }, 'marking a deployment failed did not work'));
+      return row !== undefined;
+    }).catch((error: unknown) => {
+      this.deps.log.error({ err: error, deploymentId: id }, 'marking a deployment failed did not work');
+      return false;
+    });
+    // Nothing runs from a failed build: its dir (node_modules and all) only takes disk.
+    if (failed) await removeBuildDir(this.settings.dataDir, id, this.deps.log);
   }
+}
+
+/** Removes a deployment's build dir (a failed or deleted deployment's), logging a failure. */
+export async function removeBuildDir(dataDir: string, deploymentId: string, log: Logger): Promise<void> {
+  await rm(buildDirOf(dataDir, deploymentId), { recursive: true, force: true }).catch((error: unknown) =>
+    log.warn({ err: error, deploymentId }, 'removing a build dir failed'),
+  );
 }

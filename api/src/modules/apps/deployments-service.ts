@@ -9,7 +9,7 @@ import type { ProjectScope } from '../../scope.js';
 import { shareLockLiveProject } from '../projects/store.js';
 import { stopInvocationsOfDeployment } from '../invocations/runs.js';
 import { deleteAppVersions } from './apps-store.js';
-import { DELETED_REASON, type BuildQueue } from './build-queue.js';
+import { DELETED_REASON, removeBuildDir, type BuildQueue } from './build-queue.js';
 import { readDeploymentForm } from './deployment-form.js';
 import { checkGitUrl, SourceError } from './git-source.js';
 import { recordDeploymentEvents, stateFrame } from './deployment-events.js';
@@ -114,17 +114,20 @@ export async function deleteDeployment(deps: AppDeps, queue: BuildQueue | undefi
   const stopped = await inTransaction(deps.db, async (tx) => {
     const row = await findDeployment(tx, scope, id, { forUpdate: true });
     if (!row) throw notFound('Deployment', id);
-    if (row.status === 'failed' || row.status === 'stopped') return false;
+    if (row.status === 'failed' || row.status === 'stopped') return undefined;
     const now = deps.clock.now();
     const done = await setDeploymentStatus(tx, id, { status: 'stopped', from: ['queued', 'in_progress', 'running'], statusReason: DELETED_REASON, now });
     await deleteAppVersions(tx, { deploymentId: id }, now);
     await recordDeploymentEvents(deps, tx, id, [stateFrame(done!, now)]);
-    return true;
+    return row.status;
   });
   if (!stopped) return;
   queue?.abort(id);
   // The runner's side (invocations/runs.ts): fails them, kills their runs, revokes their keys.
   await stopInvocationsOfDeployment(deps, scope, id, DEPLOYMENT_DELETED_INVOCATION_REASON);
+  // Its runs are over (stopInvocationsOfDeployment waits for them) and no version of it is
+  // live; a build the delete aborted removes its own dir as it ends.
+  if (stopped === 'running' && deps.settings.apps) await removeBuildDir(deps.settings.apps.dataDir, id, deps.log);
 }
 
 /** The status_reason of the invocations a deployment's delete ends. */
