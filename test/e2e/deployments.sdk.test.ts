@@ -244,6 +244,10 @@ describe('bad input', () => {
         BadRequestError,
       );
       expect(region.error).toMatchObject({ code: 'invalid_request', details: [expect.objectContaining({ field: 'body.region' })] });
+      const env = await rejection(client.deployments.create({ file: await singleTs('x'), entrypoint_rel_path: 'index.ts', env_vars: { 'BAD-NAME': 'x' } }), BadRequestError);
+      expect(env.error).toMatchObject({ code: 'invalid_request', details: [expect.objectContaining({ field: 'body.env_vars.BAD-NAME' })] });
+      const local = await rejection(client.deployments.create({ source: { type: 'github', url: 'ssh://git@example.test/a.git', ref: 'main', entrypoint: 'index.ts' } }), BadRequestError);
+      expect(local.error).toMatchObject({ code: 'invalid_source', details: [expect.objectContaining({ field: 'body.source.url' })] });
       const entry = await rejection(client.deployments.create({ file: await singleTs('x'), entrypoint_rel_path: 'index.py' }), BadRequestError);
       expect(entry.error).toMatchObject({ code: 'invalid_entrypoint' });
     });

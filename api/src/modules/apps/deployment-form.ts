@@ -66,7 +66,9 @@ function parse(request: IncomingMessage, form: ReceivedForm, spoolDir: string, m
     parser.on('field', (name, value, info) => {
       if (info.valueTruncated) return fail(badRequest('invalid_request', `Field ${JSON.stringify(name)} is longer than ${MAX_FIELD_BYTES} bytes`));
       const env = ENV_FIELD.exec(name);
-      if (env) form.envVars[env[1]!] = value;
+      // A plain object's __proto__ key sets its prototype instead: refused rather than lost.
+      if (env?.[1] === '__proto__') fail(badRequest('invalid_request', 'env_vars[__proto__] is not a variable name this service takes'));
+      else if (env) form.envVars[env[1]!] = value;
       else if (form.fields.has(name)) fail(badRequest('invalid_request', `Field ${JSON.stringify(name)} is sent twice`));
       else form.fields.set(name, value);
     });
