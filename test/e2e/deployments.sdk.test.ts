@@ -162,6 +162,13 @@ describe('deploying with the SDK', () => {
     const versions = async () => (await client.apps.list({ app_name: name })).getPaginatedItems().map((a) => [a.version, a.deployment]).sort();
     expect(await versions()).toEqual([['1', v1.id], ['2', v2.id]]);
 
+    // Offset pagination as the SDK's pager reads it: one per page, both reached.
+    const paged: string[] = [];
+    for await (const item of client.apps.list({ app_name: name, limit: 1 })) paged.push(item.version);
+    expect(paged.sort()).toEqual(['1', '2']);
+    const first = await client.apps.list({ app_name: name, limit: 1 });
+    expect([first.getPaginatedItems().length, first.hasNextPage()]).toEqual([1, true]);
+
     const again = await deploy('1');
     expect(again.status).toBe('failed');
     expect(again.status_reason).toContain('already exists');
