@@ -146,7 +146,7 @@ async function moveTo(deps: AppDeps, scope: Scope, id: string, status: 'running'
   });
 }
 
-/** Waits up to `ms` for a run of this process to finish; false if it is still going (or not here). */
+/** Waits up to `ms` for a run of this process to finish (at once when it is not running here). */
 export async function waitForRun(deps: AppDeps, id: string, ms: number): Promise<void> {
   const run = runsOf(deps).get(id);
   if (!run) return;
