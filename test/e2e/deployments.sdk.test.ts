@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmod, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type Kernel from '@onkernel/sdk';
@@ -113,6 +113,12 @@ describe('deploying with the SDK', () => {
     const brief = (list: DeploymentFollowResponse[]) =>
       list.filter((f) => f.event !== 'sse_heartbeat').map((f) => (f.event === 'deployment_state' ? `state ${f.deployment.status}` : f.event === 'log' ? `log ${f.message}` : f.event));
     expect(brief(await follow(client, created.id))).toEqual(brief(frames));
+    // since: only what happened from that instant on.
+    const last = frames.findLast((f) => f.event === 'deployment_state')!;
+    const tail: DeploymentFollowResponse[] = [];
+    for await (const frame of await client.deployments.follow(created.id, { since: last.timestamp })) tail.push(frame);
+    expect(brief(tail)).toEqual(brief(frames.filter((f) => f.event !== 'log' && Date.parse(f.timestamp) >= Date.parse(last.timestamp))));
+    expect(brief(tail).at(-1)).toBe('state running');
   });
 
   it('builds a zip with package.json and package-lock.json (npm ci)', async () => {
@@ -172,8 +178,8 @@ describe('deploying with the SDK', () => {
     expect(await versions()).toEqual([['2', v2.id]]);
   });
 
-  it('builds from a git repository (a local bare repository made with real git)', async () => {
-    const { client } = await inNewProject();
+  it('builds from a git repository (a local bare repository made with real git), sent by the SDK or as JSON', async () => {
+    const { client, project } = await inNewProject();
     const name = unique('git-app');
     const work = await mkdtemp(path.join(scratch, 'git-work-'));
     const bare = path.join(scratch, `${path.basename(work)}.git`);
@@ -195,6 +201,24 @@ describe('deploying with the SDK', () => {
     expect(done.status, done.status_reason).toBe('running');
     expect(done.source_checksum).toBe(commit);
     expect((await client.apps.list({ app_name: name })).getPaginatedItems()[0]?.actions).toEqual([{ name: 'from-git' }]);
+
+    // The same source as plain JSON (curl's way; the SDK always sends multipart), forced over the first.
+    const post = (body: unknown) =>
+      fetch(`${service.url}/deployments`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${service.adminKey}`, 'content-type': 'application/json', 'x-kernel-project-id': project.id },
+        body: JSON.stringify(body),
+      });
+    const bad = await post({ version: '1' });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ code: 'invalid_request', details: [expect.objectContaining({ field: 'body.source' })] });
+    const json = await post({ source: { type: 'github', url: `file://${bare}`, ref: 'main', entrypoint: 'src/index.ts', path: 'app' }, force: true });
+    expect(json.status).toBe(200);
+    const again = (await json.json()) as { id: string; status: string };
+    expect(again.status).toBe('queued');
+    await follow(client, again.id);
+    expect((await client.deployments.retrieve(again.id)).status).toBe('running');
+    expect((await client.apps.list({ app_name: name })).getPaginatedItems().map((a) => a.deployment)).toEqual([again.id]);
   });
 });
 
@@ -259,18 +283,83 @@ describe('bad input', () => {
   });
 });
 
+/** A bare repository of `files` (links as [target]) in the test's scratch dir, readable by the sandbox's uid; its URL. */
+async function bareRepository(files: Record<string, string | [string]>): Promise<string> {
+  const work = await mkdtemp(path.join(scratch, 'git-work-'));
+  for (const [name, content] of Object.entries(files)) {
+    await mkdir(path.dirname(path.join(work, name)), { recursive: true });
+    if (typeof content === 'string') await writeFile(path.join(work, name), content);
+    else await symlink(content[0], path.join(work, name));
+  }
+  const bare = `${work}.git`;
+  const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.com', ...args], { cwd, stdio: 'pipe' });
+  git(work, 'init', '-q', '-b', 'main');
+  git(work, 'add', '.');
+  git(work, 'commit', '-q', '-m', 'app');
+  git(scratch, 'clone', '-q', '--bare', work, bare);
+  execFileSync('chmod', ['-R', 'a+rX', bare]);
+  return `file://${bare}`;
+}
+
+describe('the build runs the app author\'s code confined', () => {
+  it('bundles no host file a repository links to (esbuild runs in the sandbox)', async () => {
+    const { client } = await inNewProject();
+    const keyFile = path.join(service.dataDir, 'admin-api-key');
+    expect((await readFile(keyFile, 'utf8')).trim()).toBe(service.adminKey);
+    const url = await bareRepository({
+      'index.ts': `import Kernel from '@onkernel/sdk';\nimport key from './key.txt';\nnew Kernel().app('leak').action('key', async (_ctx: unknown) => key);\n`,
+      'key.txt': [keyFile],
+    });
+    const created = await client.deployments.create({ source: { type: 'github', url, ref: 'main', entrypoint: 'index.ts' } });
+    await follow(client, created.id);
+    const done = await client.deployments.retrieve(created.id);
+    expect(done.status).toBe('failed');
+    expect(done.status_reason).toMatch(/esbuild could not transpile/);
+    expect(done.status_reason).not.toContain(service.adminKey);
+    const built = path.join(service.dataDir, 'apps', 'builds', created.id);
+    const entry = await readFile(path.join(built, '.browserplane', 'entry.mjs'), 'utf8').catch(() => '');
+    expect(entry).not.toContain(service.adminKey);
+  });
+
+  it('runs install scripts where the data dir is out of reach', async () => {
+    const { client } = await inNewProject();
+    const keyFile = path.join(service.dataDir, 'admin-api-key');
+    const manifest = JSON.stringify({
+      name: 'thief',
+      type: 'module',
+      version: '1.0.0',
+      private: true,
+      scripts: { preinstall: `echo ran > ran.txt; cat ${keyFile} > stolen.txt 2>/dev/null; ls ${service.dataDir} > listing.txt 2>/dev/null; true` },
+      dependencies: { '@onkernel/sdk': '0.84.0' },
+    });
+    const zip = await zipOf({ 'package.json': manifest, 'index.js': "import Kernel from '@onkernel/sdk';\nnew Kernel().app('thief').action('a', async (ctx) => ctx && 1);\n" });
+    const created = await client.deployments.create({ file: await toFile(zip, 'app.zip'), entrypoint_rel_path: 'index.js' });
+    await follow(client, created.id);
+    const built = path.join(service.dataDir, 'apps', 'builds', created.id);
+    // The script ran (so the test can fail), and found nothing of the service.
+    expect((await readFile(path.join(built, 'ran.txt'), 'utf8')).trim()).toBe('ran');
+    expect(await readFile(path.join(built, 'stolen.txt'), 'utf8')).toBe('');
+    expect(await readFile(path.join(built, 'listing.txt'), 'utf8')).not.toMatch(/postgres|admin-api-key/);
+    const done = await client.deployments.retrieve(created.id);
+    expect(done.status, done.status_reason).toBe('running');
+  });
+});
+
 describe('isolation', () => {
   it('another project cannot see, follow or delete a deployment, nor see its apps', async () => {
     const a = await inNewProject();
     const b = await inNewProject();
     const name = unique('private');
-    const created = await a.client.deployments.create({ file: await singleTs(name), entrypoint_rel_path: 'index.ts' });
+    // A single .js file this time (no transpile: the runner loads the upload itself).
+    const js = `import Kernel from '@onkernel/sdk';\nnew Kernel().app(${JSON.stringify(name)}).action('a', async (ctx) => ctx && 1);\n`;
+    const created = await a.client.deployments.create({ file: await toFile(Buffer.from(js), 'index.js'), entrypoint_rel_path: 'index.js' });
     await rejection(b.client.deployments.retrieve(created.id), NotFoundError);
     await rejection(b.client.deployments.delete(created.id), NotFoundError);
     await rejection(b.client.deployments.follow(created.id), NotFoundError);
     expect((await b.client.deployments.list()).getPaginatedItems()).toEqual([]);
     await follow(a.client, created.id);
-    expect((await a.client.deployments.retrieve(created.id)).status).toBe('running');
+    const done = await a.client.deployments.retrieve(created.id);
+    expect(done.status, done.status_reason).toBe('running');
     expect((await b.client.apps.list({ app_name: name })).getPaginatedItems()).toEqual([]);
     expect((await a.client.apps.list({ app_name: name })).getPaginatedItems()).toHaveLength(1);
   });

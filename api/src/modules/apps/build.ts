@@ -1,4 +1,4 @@
-import { copyFile, cp, lstat, mkdir, readdir, realpath, rm, writeFile } from 'node:fs/promises';
+import { chmod, copyFile, cp, lstat, mkdir, readdir, realpath, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { runSandboxed, type LogStream } from './sandbox.js';
@@ -129,6 +129,8 @@ async function placeUpload(stored: string, entrypoint: string, buildDir: string,
   const dest = path.join(buildDir, ...safeRelativePath(entrypoint, 'entrypoint_rel_path'));
   await mkdir(path.dirname(dest), { recursive: true, mode: 0o755 });
   await copyFile(stored, dest);
+  // The store keeps uploads 0600 (root's); the runner reads the build as another uid.
+  await chmod(dest, 0o644);
 }
 
 async function copyGitTree(stored: string, sub: string | null, buildDir: string, settings: AppsSettings): Promise<void> {

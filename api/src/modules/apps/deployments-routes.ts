@@ -10,6 +10,7 @@ import { followDeployment } from './deployment-events.js';
 import {
   deploymentEventSchema,
   deploymentIdParams,
+  deploymentJsonSchema,
   deploymentSchema,
   followDeploymentQuery,
   listDeploymentsQuery,
@@ -31,10 +32,11 @@ export function deploymentRoutes(deps: AppDeps, queue: BuildQueue | undefined, f
       description:
         'multipart/form-data: file (a .js/.mjs/.cjs/.ts file or a zip), entrypoint_rel_path, version (default latest), force (true/false), ' +
         'region (aws.us-east-1a), env_vars[KEY] fields; or source, a JSON object {type: github, url, ref, entrypoint, path?, auth?}. ' +
-        'Answers the queued deployment; follow GET /deployments/{id}/events for the build.',
+        'A git source may also be sent as application/json. Answers the queued deployment; follow GET /deployments/{id}/events for the build.',
       tags,
       auth: 'project',
       bodyType: 'multipart',
+      jsonAlternative: deploymentJsonSchema,
       responses: {
         200: { description: 'Queued', schema: deploymentSchema },
         ...errorResponses(400, 404, 413, 415, 503),

@@ -62,6 +62,17 @@ export const deploymentFormSchema = z
 
 export type DeploymentForm = z.output<typeof deploymentFormSchema>;
 
+/** POST /deployments as JSON: a git source (a file needs multipart). */
+export const deploymentJsonSchema = z
+  .strictObject({
+    source: gitSource,
+    version: labelSchema.default('latest'),
+    force: z.boolean().default(false),
+    region: z.literal(APP_REGION).optional().describe(`${APP_REGION} is the only region`),
+    env_vars: envVars.default({}),
+  })
+  .meta({ id: 'CreateDeploymentFromSource' });
+
 export const deploymentIdParams = z.object({ id: lookupText.describe('Deployment id') });
 
 export const listDeploymentsQuery = z.object({

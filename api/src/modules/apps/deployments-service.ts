@@ -1,5 +1,5 @@
 import { rename, rm, stat } from 'node:fs/promises';
-import type { IncomingMessage } from 'node:http';
+import type { Request } from 'express';
 import type { AppDeps } from '../../app-deps.js';
 import { inTransaction, type Queryable } from '../../db/pool.js';
 import { AppError, badRequest, notFound } from '../../http/errors.js';
@@ -13,7 +13,7 @@ import { DELETED_REASON, type BuildQueue } from './build-queue.js';
 import { readDeploymentForm } from './deployment-form.js';
 import { checkGitUrl, SourceError } from './git-source.js';
 import { recordDeploymentEvents, stateFrame } from './deployment-events.js';
-import { deploymentFormSchema, type DeploymentForm } from './deployments-schema.js';
+import { deploymentFormSchema, deploymentJsonSchema, type DeploymentForm } from './deployments-schema.js';
 import { findDeployment, insertDeployment, setDeploymentStatus, type DeploymentRow } from './deployments-store.js';
 import { ensureAppsDirs } from './sandbox.js';
 import { sourcePath, spoolDir, type AppsSettings } from './settings.js';
@@ -23,7 +23,7 @@ const ENTRY_FILE = /\.(js|mjs|cjs|ts|mts|cts)$/;
 
 export function appsSettings(deps: AppDeps): AppsSettings {
   const settings = deps.settings.apps;
-  if (!settings) throw new AppError(503, 'apps_unavailable', 'This service does not run apps (no data dir configured for them)');
+  if (!settings) throw new AppError(503, 'apps_unavailable', 'This service does not run apps yet (Kubernetes mode builds and runs them in a later release)');
   return settings;
 }
 
@@ -32,16 +32,19 @@ export function appsSettings(deps: AppDeps): AppsSettings {
  * bad paths, links, limits and a missing entrypoint are refused at once), moves the
  * upload into the content-addressed store and queues the build.
  */
-export async function createDeployment(deps: AppDeps, queue: BuildQueue | undefined, scope: ProjectScope, request: IncomingMessage): Promise<DeploymentRow> {
+export async function createDeployment(deps: AppDeps, queue: BuildQueue | undefined, scope: ProjectScope, request: Request): Promise<DeploymentRow> {
   const settings = appsSettings(deps);
   await ensureAppsDirs(settings.dataDir);
-  const form = await readDeploymentForm(request, spoolDir(settings.dataDir), settings.maxUploadBytes);
-  const spooled = form.file;
+  const asJson = Boolean(request.is(['application/json', 'application/*+json']));
+  const form = asJson ? undefined : await readDeploymentForm(request, spoolDir(settings.dataDir), settings.maxUploadBytes);
+  const spooled = form?.file;
   try {
     const { body } = validateRequest({
-      body: { schema: deploymentFormSchema, value: { ...Object.fromEntries(form.fields), env_vars: form.envVars, ...(spooled ? { file: true } : {}) } },
+      body: form
+        ? { schema: deploymentFormSchema, value: { ...Object.fromEntries(form.fields), env_vars: form.envVars, ...(spooled ? { file: true } : {}) } }
+        : { schema: deploymentJsonSchema, value: request.body as unknown },
     });
-    const input = body as DeploymentForm;
+    const input = body as Omit<DeploymentForm, 'entrypoint_rel_path'> & { entrypoint_rel_path?: string | undefined };
     const entrypoint = input.source?.entrypoint ?? input.entrypoint_rel_path!;
     safeRelativePath(entrypoint, input.source ? 'source.entrypoint' : 'entrypoint_rel_path');
     if (input.source?.path !== undefined) safeRelativePath(input.source.path, 'source.path');
