@@ -15,6 +15,7 @@ import { createPool } from './db/pool.js';
 import { ADMIN_KEY_FILE, bootstrap } from './modules/orgs/bootstrap.js';
 import { adoptBrowsersAtStart, attachCdpProxy } from './modules/browsers/module.js';
 import { clearScratch, configureSandbox } from './modules/apps/sandbox.js';
+import { stopBuilds } from './modules/apps/module.js';
 import { failInterruptedRuns, stopAllRuns } from './modules/invocations/index.js';
 import { createAppServices, startBackground } from './app-services.js';
 import { closeProfileWriters, liveProfileWriters } from './modules/browsers/profile-archive-stop.js';
@@ -113,11 +114,14 @@ export async function startService(config: Config, log: Logger): Promise<Running
         const poolsAndFlowsStopped = background.stopPoolsAndFlows();
         // App runs are killed and recorded failed (their keys revoked, browsers deleted) while the database is up.
         const runsStopped = stopAllRuns(deps);
+        // Likewise the build in progress: its deployment fails with the shutdown as its reason.
+        const buildsStopped = stopBuilds(deps);
         await background.stopReaper();
         await closeProfileWriters(deps, writers);
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
         await poolsAndFlowsStopped;
         await runsStopped;
+        await buildsStopped;
         // A stopped embedded service leaves no browser behind (their sessions end as
         // browser_gone when the reaper next looks); in Kubernetes mode they carry on.
         await browsers.stop();

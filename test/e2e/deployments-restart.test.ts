@@ -6,7 +6,7 @@ import { cleanupServices, startService } from '../support/service.js';
 /**
  * What a restart does to builds (docs/apps.md, "Restarts"): the deployment that was
  * building fails with a reason, the queued one behind it is built by the new process,
- * and deleting a deployment mid-build aborts it.
+ * deleting a deployment mid-build aborts it, and deleting a running one stops its runs.
  */
 
 afterAll(cleanupServices);
@@ -29,7 +29,7 @@ const slowApp = (name: string) =>
 
 const quickApp = (name: string) => toFile(Buffer.from(`import Kernel from '@onkernel/sdk';\nnew Kernel().app('${name}').action('a', async (ctx: unknown) => ctx && 1);\n`), 'index.ts');
 
-describe('builds across a restart', () => {
+describe('builds and deletes across a deployment\'s life', () => {
   it('fails the build that was running, builds the queued one', async () => {
     const first = await startService();
     const client = first.client();
@@ -47,6 +47,16 @@ describe('builds across a restart', () => {
     const built = await again.deployments.retrieve(queued.id);
     expect(built.status, built.status_reason).toBe('running');
     expect((await again.apps.list()).getPaginatedItems().map((a) => a.app_name)).toEqual(['after-restart']);
+  });
+
+  it('fails the build it runs when the service stops (SIGTERM)', async () => {
+    const first = await startService();
+    const client = first.client();
+    const slow = await client.deployments.create({ file: await toFile(await slowApp('stopping'), 'slow.zip'), entrypoint_rel_path: 'index.js' });
+    await expect.poll(async () => (await client.deployments.retrieve(slow.id)).status, { timeout: 60_000, interval: 100 }).toBe('in_progress');
+    expect(await first.stop()).toEqual({ code: 0, signal: null });
+    const second = await startService({ dataDir: first.dataDir });
+    expect(await second.client().deployments.retrieve(slow.id)).toMatchObject({ status: 'failed', status_reason: expect.stringMatching(/^The service is shutting down/) });
   });
 
   it('aborts a build when its deployment is deleted', async () => {
@@ -69,5 +79,19 @@ describe('builds across a restart', () => {
     // Deleting again changes nothing.
     await client.deployments.delete(slow.id);
     expect(await client.deployments.retrieve(slow.id)).toEqual(stopped);
+  });
+
+  it('stops the running invocations of a deployment it deletes', async () => {
+    const service = await startService();
+    const client = service.client();
+    const app = toFile(Buffer.from(`import Kernel from '@onkernel/sdk';\nnew Kernel().app('sleeper').action('sleep', async (_ctx: unknown) => { await new Promise((r) => setTimeout(r, 600_000)); return 1; });\n`), 'index.ts');
+    const deployment = await client.deployments.create({ file: await app, entrypoint_rel_path: 'index.ts' });
+    for await (const frame of await client.deployments.follow(deployment.id)) void frame;
+    expect((await client.deployments.retrieve(deployment.id)).status).toBe('running');
+    const invocation = await client.invocations.create({ app_name: 'sleeper', action_name: 'sleep', version: 'latest', async: true });
+    await expect.poll(async () => (await client.invocations.retrieve(invocation.id)).status, { timeout: 30_000, interval: 100 }).toBe('running');
+    await client.deployments.delete(deployment.id);
+    expect(await client.invocations.retrieve(invocation.id)).toMatchObject({ status: 'failed', status_reason: 'Its deployment was deleted' });
+    expect((await client.apps.list()).getPaginatedItems()).toEqual([]);
   });
 });

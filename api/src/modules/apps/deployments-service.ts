@@ -7,7 +7,7 @@ import { validateRequest } from '../../http/validate.js';
 import { newId } from '../../ids.js';
 import type { ProjectScope } from '../../scope.js';
 import { shareLockLiveProject } from '../projects/store.js';
-import { invocationChannel } from '../invocations/service.js';
+import { stopInvocationsOfDeployment } from '../invocations/runs.js';
 import { deleteAppVersions } from './apps-store.js';
 import { DELETED_REASON, type BuildQueue } from './build-queue.js';
 import { readDeploymentForm } from './deployment-form.js';
@@ -107,8 +107,8 @@ export async function getDeployment(db: Queryable, scope: ProjectScope, id: stri
 /**
  * DELETE /deployments/{id}: stops it (a queued or building one never runs; a running one's
  * apps stop being invocable) and deletes its app versions. A failed or stopped one stays
- * as it is. The deployment itself stays readable, status stopped. Then its queued and
- * running invocations are failed (stopDeploymentInvocations) and its build is aborted.
+ * as it is. The deployment itself stays readable, status stopped. Then its build is
+ * aborted and its queued and running invocations end (stopInvocationsOfDeployment).
  */
 export async function deleteDeployment(deps: AppDeps, queue: BuildQueue | undefined, scope: ProjectScope, id: string): Promise<void> {
   const stopped = await inTransaction(deps.db, async (tx) => {
@@ -123,28 +123,9 @@ export async function deleteDeployment(deps: AppDeps, queue: BuildQueue | undefi
   });
   if (!stopped) return;
   queue?.abort(id);
-  await stopDeploymentInvocations(deps, scope, id);
+  // The runner's side (invocations/runs.ts): fails them, kills their runs, revokes their keys.
+  await stopInvocationsOfDeployment(deps, scope, id, DEPLOYMENT_DELETED_INVOCATION_REASON);
 }
 
+/** The status_reason of the invocations a deployment's delete ends. */
 export const DEPLOYMENT_DELETED_INVOCATION_REASON = 'Its deployment was deleted';
-
-/**
- * The seam between deployments and the runner: fails every queued or running invocation
- * of the deployment with a clear status_reason and notifies each one's channel. The
- * runner (runner side of issue 21) watches its invocations' rows and kills the action's
- * process when the row turns terminal under it; that is where "deleting a deployment
- * stops its running invocations" ends.
- */
-export async function stopDeploymentInvocations(deps: AppDeps, scope: ProjectScope, deploymentId: string): Promise<string[]> {
-  return inTransaction(deps.db, async (tx) => {
-    const now = deps.clock.now();
-    const { rows } = await tx.query<{ id: string; status: string }>(
-      `UPDATE invocations SET status = 'failed', status_reason = $4, finished_at = $5, updated_at = $5
-        WHERE org_id = $1 AND project_id = $2 AND deployment_id = $3 AND status IN ('queued', 'running')
-        RETURNING id, status`,
-      [scope.orgId, scope.projectId, deploymentId, DEPLOYMENT_DELETED_INVOCATION_REASON, now],
-    );
-    for (const row of rows) await deps.events.publish(invocationChannel(row.id), { id: row.id, status: row.status }, tx);
-    return rows.map((row) => row.id);
-  });
-}

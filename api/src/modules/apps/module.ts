@@ -1,4 +1,4 @@
-import type { ProjectResourceCounter } from '../../app-deps.js';
+import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
 import { createRowFollower } from '../../events/follow-row.js';
 import type { ApiModule } from '../api-module.js';
 import { appRoutes } from './apps-routes.js';
@@ -16,10 +16,21 @@ export const appsModule: ApiModule = {
   routes: (deps) => {
     const queue = deps.settings.apps ? new BuildQueue(deps, deps.settings.apps, inspectApps) : undefined;
     queue?.start();
+    if (queue) queues.set(deps, queue);
     return [...deploymentRoutes(deps, queue, createRowFollower(deps)), ...appRoutes(deps)];
   },
   projectResources: [countProjectDeployments],
 };
+
+const queues = new WeakMap<AppDeps, BuildQueue>();
+
+/**
+ * For the service's shutdown, while the database is up: aborts the running build (its
+ * deployment fails, "The service is shutting down") and waits for the queue to stop.
+ */
+export async function stopBuilds(deps: AppDeps): Promise<void> {
+  await queues.get(deps)?.stop();
+}
 
 /** Deployments that are queued, building or running keep their project from being deleted. */
 async function countProjectDeployments(...[db, projectId]: Parameters<ProjectResourceCounter>) {
