@@ -49,6 +49,8 @@ export interface AppSettings {
   sseHeartbeatMs?: number | undefined;
   /** The app runtime (deployments, builds): its data dir and bounds; unset, deployments answer 503. */
   apps?: AppsSettings | undefined;
+  /** How long a sync POST /invocations waits for a run (default SYNC_WAIT_MS, 50 s; tests shorten it). */
+  invocationSyncWaitMs?: number | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

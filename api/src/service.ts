@@ -14,7 +14,7 @@ import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
 import { ADMIN_KEY_FILE, bootstrap } from './modules/orgs/bootstrap.js';
 import { adoptBrowsersAtStart, attachCdpProxy } from './modules/browsers/module.js';
-import { configureSandbox } from './modules/apps/sandbox.js';
+import { clearScratch, configureSandbox } from './modules/apps/sandbox.js';
 import { stopBuilds } from './modules/apps/module.js';
 import { failInterruptedRuns, stopAllRuns } from './modules/invocations/index.js';
 import { createAppServices, startBackground } from './app-services.js';
@@ -81,7 +81,10 @@ export async function startService(config: Config, log: Logger): Promise<Running
     if (!browsers.kubernetes) await adoptBrowsersAtStart(deps);
     // Runs of app actions live in this process: a previous one's are lost (docs/apps.md).
     configureSandbox({ log });
-    if (!browsers.kubernetes) await failInterruptedRuns(deps);
+    if (!browsers.kubernetes) {
+      await failInterruptedRuns(deps);
+      await clearScratch(config.dataDir);
+    }
 
     const services = createAppServices(deps);
     const { app, lifecycle } = buildApp(deps, services);

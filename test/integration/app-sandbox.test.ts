@@ -4,7 +4,7 @@ import { chmod, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { runSandboxed, SANDBOX_LIMITS, type SandboxRunOptions } from '../../api/src/modules/apps/sandbox.js';
+import { clearScratch, runSandboxed, SANDBOX_LIMITS, type SandboxRunOptions } from '../../api/src/modules/apps/sandbox.js';
 
 /**
  * The app sandbox against real attacks: each is first shown to work on the host as an
@@ -148,6 +148,14 @@ describe.skipIf(process.getuid?.() !== 0)('app sandbox', () => {
     expect(result.code).toBe(0);
     expect(result.lines.length).toBe(SANDBOX_LIMITS.maxLogLines + 1);
     expect(result.lines.at(-1)).toMatch(/dropped/);
+  });
+
+  it('clears the scratch dirs a killed service left, at start', async () => {
+    const left = path.join(dataDir, 'apps', 'scratch', 'left-over');
+    await mkdir(path.join(left, 'deep'), { recursive: true });
+    await writeFile(path.join(left, 'deep', 'file'), 'x');
+    await clearScratch(dataDir);
+    expect(spawnSync('ls', ['-A', path.join(dataDir, 'apps', 'scratch')]).stdout.toString().trim()).toBe('');
   });
 
   it('hands back what the code writes to fd 3', async () => {

@@ -152,6 +152,24 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
     expect(runnerAlive(res.body.id as string)).toBe(false);
   });
 
+  it('answers a sync request past its wait with the invocation still running, and the run carries on', async () => {
+    const short = await startTestApp({ settings: { invocationSyncWaitMs: 1000 } });
+    try {
+      const { id: shortProject, http: shortHttp } = await newProject(short.tenant.http);
+      await deployByHand(short.database.db, short.deps.settings.apps!.dataDir, shortProject, { appName: 'demo', version: 'v1', entry: 'index.mjs', files: { 'index.mjs': ESM_APP }, actions: ACTIONS });
+      const started = Date.now();
+      const res = await shortHttp.post('/invocations', { app_name: 'demo', version: 'v1', action_name: 'hang' });
+      expect(res.status).toBe(200);
+      expect(res.body.status).toBe('running');
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(runnerAlive(res.body.id as string)).toBe(true);
+      await shortHttp.patch(`/invocations/${res.body.id}`, { status: 'failed' });
+      await expect.poll(() => runnerAlive(res.body.id as string), { timeout: 5000 }).toBe(false);
+    } finally {
+      await short.close();
+    }
+  });
+
   it('fails at start the runs a previous process left, and revokes their keys', async () => {
     const now = new Date();
     await app.database.db.query(

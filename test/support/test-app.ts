@@ -26,6 +26,7 @@ import { createLocalRuntime, type LocalRuntime, type LocalRuntimeOptions } from 
 import { agentTokensFrom } from '../../contract/agent-client.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
 import { insertProject } from '../../api/src/modules/projects/store.js';
+import { stopAllRuns } from '../../api/src/modules/invocations/index.js';
 import { freshDatabase, type TestDatabase } from './database.js';
 import { HttpClient } from './http.js';
 
@@ -173,6 +174,8 @@ export async function startTestApp(
       shutdown.abort();
       await background.stopReaper();
       await background.stopPoolsAndFlows();
+      // App runs a test left going are killed and recorded while the database is up, as the service does.
+      await stopAllRuns(deps);
       cdpProxy.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

@@ -1,7 +1,7 @@
 import { spawn, execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { realpathSync } from 'node:fs';
-import { chmod, chown, mkdir, rm, stat } from 'node:fs/promises';
+import { chmod, chown, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { pino, type Logger } from 'pino';
@@ -146,6 +146,15 @@ export async function ensureAppsDirs(dataDir: string): Promise<{ apps: string; s
   const scratch = path.join(apps, 'scratch');
   for (const dir of [apps, scratch, path.join(apps, 'builds'), path.join(apps, 'sources')]) await mkdir(dir, { recursive: true, mode: 0o711 });
   return { apps, scratch };
+}
+
+/**
+ * At start: the scratch dirs a killed service's runs left (their processes died with it).
+ * Only at start, when no run of this data dir can be live (the data dir is claimed by one process).
+ */
+export async function clearScratch(dataDir: string): Promise<void> {
+  const { scratch } = await ensureAppsDirs(dataDir);
+  for (const entry of await readdir(scratch)) await rm(path.join(scratch, entry), { recursive: true, force: true });
 }
 
 /**

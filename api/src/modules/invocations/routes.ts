@@ -69,7 +69,7 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
         const row = await createInvocation(deps, scope, body, version.deployment_id);
         void startRun(deps, browsers, scope, row, version);
         if (body.async === true) return json(presentInvocationCreated(row), 202);
-        await waitForRun(deps, row.id, SYNC_WAIT_MS);
+        await waitForRun(deps, row.id, deps.settings.invocationSyncWaitMs ?? SYNC_WAIT_MS);
         return json(presentInvocationCreated(await getInvocation(db, scope, row.id)), 200);
       },
     }),

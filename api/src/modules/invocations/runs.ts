@@ -81,11 +81,12 @@ async function execute(deps: AppDeps, browsers: InvocationBrowsers, scope: Scope
       (error: unknown) => deps.log.warn({ err: error, invocationId: row.id }, 'reading a running invocation failed'),
     );
   };
-  const unsubscribe = await deps.events.subscribe(invocationChannel(row.id), watch, watch);
+  let unsubscribe: (() => Promise<void>) | undefined;
   let keyId: string | undefined;
   try {
     let result: ActionResult;
     try {
+      unsubscribe = await deps.events.subscribe(invocationChannel(row.id), watch, watch);
       if (!dataDir || !baseUrl) throw new Error('apps do not run in this service (no data dir or no internal URL)');
       if (version.runtime !== 'node') throw new Error(`runtime ${version.runtime} is not supported yet`);
       const key = generateApiKey();
@@ -129,7 +130,7 @@ async function execute(deps: AppDeps, browsers: InvocationBrowsers, scope: Scope
     if (!result.ok && /^timed out after/.test(result.error)) result = { ok: false, error: `${result.error} (async_timeout_seconds ${timeoutMs / 1000})` };
     await moveTo(deps, scope, row.id, result.ok ? 'succeeded' : 'failed', result.ok ? { output: result.output ?? 'null' } : { statusReason: result.error });
   } finally {
-    await unsubscribe().catch(() => undefined);
+    await unsubscribe?.().catch(() => undefined);
     if (keyId) await softDeleteApiKey(deps.db, keyId, deps.clock.now()).catch((error: unknown) => deps.log.error({ err: error, invocationId: row.id }, "revoking an invocation's key failed (it expires on its own)"));
     await browsers.deleteAll(scope, row.id).catch((error: unknown) => deps.log.error({ err: error, invocationId: row.id }, 'deleting the browsers of a finished invocation failed'));
   }
@@ -146,7 +147,7 @@ async function moveTo(deps: AppDeps, scope: Scope, id: string, status: 'running'
   });
 }
 
-/** Waits up to `ms` for a run of this process to finish; false if it is still going (or not here). */
+/** Waits up to `ms` for a run of this process to finish (at once when it is not running here). */
 export async function waitForRun(deps: AppDeps, id: string, ms: number): Promise<void> {
   const run = runsOf(deps).get(id);
   if (!run) return;
