@@ -27,6 +27,7 @@ import { agentTokensFrom } from '../../contract/agent-client.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
 import { insertProject } from '../../api/src/modules/projects/store.js';
 import { stopAllRuns } from '../../api/src/modules/invocations/index.js';
+import { stopBuilds } from '../../api/src/modules/apps/module.js';
 import { freshDatabase, type TestDatabase } from './database.js';
 import { HttpClient } from './http.js';
 
@@ -176,6 +177,8 @@ export async function startTestApp(
       await background.stopPoolsAndFlows();
       // App runs a test left going are killed and recorded while the database is up, as the service does.
       await stopAllRuns(deps);
+      // Likewise a build in progress (its deployment recorded failed before the database goes).
+      await stopBuilds(deps);
       cdpProxy.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
