@@ -1,3 +1,5 @@
+import { rm } from 'node:fs/promises';
+import type { Logger } from 'pino';
 import type { AppDeps } from '../../app-deps.js';
 import { inTransaction } from '../../db/pool.js';
 import { newId } from '../../ids.js';
@@ -7,8 +9,6 @@ import { APP_REGION } from './deployments-schema.js';
 import { recordDeploymentEvents, stateFrame } from './deployment-events.js';
 import { claimQueuedDeployment, findDeploymentById, interruptedDeployments, setDeploymentStatus, type DeploymentRow } from './deployments-store.js';
 import { buildDirOf, type AppsSettings } from './settings.js';
-import { rm } from 'node:fs/promises';
-import type { Logger } from 'pino';
 
 /** Log lines a failed build's status_reason ends with. */
 const REASON_TAIL_LINES = 25;
@@ -31,6 +31,8 @@ export const DELETED_REASON = 'Deleted with DELETE /deployments/{id}';
 export class BuildQueue {
   private running: { id: string; abort: AbortController } | undefined;
   private wakeUp: (() => void) | undefined;
+  /** A deployment was queued since the last claim: claim again before sleeping. */
+  private woken = false;
   private stopped = false;
   private loop: Promise<void> | undefined;
   private readonly tokens = new Map<string, string>();
@@ -49,6 +51,7 @@ export class BuildQueue {
   /** A new deployment is queued (its git token, if any, kept for its build). */
   enqueued(id: string, gitToken?: string): void {
     if (gitToken) this.tokens.set(id, gitToken);
+    this.woken = true;
     this.wakeUp?.();
   }
 
@@ -66,8 +69,13 @@ export class BuildQueue {
   }
 
   private async run(): Promise<void> {
-    for (const row of await interruptedDeployments(this.deps.db)) await this.finishFailed(row.id, INTERRUPTED_REASON, []);
+    const interrupted = await interruptedDeployments(this.deps.db).catch((error: unknown) => {
+      this.deps.log.error({ err: error }, 'reading the builds a previous process left failed');
+      return [];
+    });
+    for (const row of interrupted) await this.finishFailed(row.id, INTERRUPTED_REASON, []);
     while (!this.stopped) {
+      this.woken = false;
       const row = await claimQueuedDeployment(this.deps.db, this.deps.clock.now()).catch((error: unknown) => {
         this.deps.log.error({ err: error }, 'claiming a queued deployment failed');
         return undefined;
@@ -76,6 +84,7 @@ export class BuildQueue {
         await this.build(row);
         continue;
       }
+      if (this.woken) continue;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, POLL_MS);
         this.wakeUp = () => {
