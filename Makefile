@@ -17,10 +17,10 @@ $(DEPS_STAMP): package.json package-lock.json
 	@touch $@
 
 system-packages: ## Install the Debian packages the service uses when missing (chromium, zstd, Xvfb and X tools)
-	@scripts/ensure-debian-packages.sh chromium=chromium zstd=zstd Xvfb=xvfb xdotool=xdotool xclip=xclip xwd=x11-apps xmodmap=x11-xserver-utils xrandr=x11-xserver-utils unclutter=unclutter-xfixes xprop=x11-utils x11vnc=x11vnc unshare=util-linux setpriv=util-linux mount=mount bwrap=bubblewrap
+	@scripts/ensure-debian-packages.sh git=git chromium=chromium zstd=zstd Xvfb=xvfb xdotool=xdotool xclip=xclip xwd=x11-apps xmodmap=x11-xserver-utils xrandr=x11-xserver-utils unclutter=unclutter-xfixes xprop=x11-utils x11vnc=x11vnc unshare=util-linux setpriv=util-linux prlimit=util-linux mount=mount bwrap=bubblewrap
 
 test-packages: ## Install the Debian packages the tests use when missing (zstd, chromium, Xvfb and X tools)
-	@scripts/ensure-debian-packages.sh zstd=zstd chromium=chromium Xvfb=xvfb xdotool=xdotool xclip=xclip xwd=x11-apps xmodmap=x11-xserver-utils xrandr=x11-xserver-utils unclutter=unclutter-xfixes xprop=x11-utils x11vnc=x11vnc unshare=util-linux setpriv=util-linux mount=mount bwrap=bubblewrap
+	@scripts/ensure-debian-packages.sh git=git zstd=zstd chromium=chromium Xvfb=xvfb xdotool=xdotool xclip=xclip xwd=x11-apps xmodmap=x11-xserver-utils xrandr=x11-xserver-utils unclutter=unclutter-xfixes xprop=x11-utils x11vnc=x11vnc unshare=util-linux setpriv=util-linux prlimit=util-linux mount=mount bwrap=bubblewrap
 
 build: deps ## Compile TypeScript to dist/
 	node_modules/.bin/tsc -p tsconfig.build.json

@@ -5,6 +5,7 @@ import type { Db, Queryable } from './db/pool.js';
 import type { DatabaseSupervision } from './db/postgres-supervisor.js';
 import type { EventHub } from './events/hub.js';
 import type { AuthCache } from './modules/api-keys/auth-cache.js';
+import type { AppsSettings } from './modules/apps/settings.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
 import type { BrowserRuntime } from '../../contract/browser-runtime.js';
@@ -46,6 +47,10 @@ export interface AppSettings {
   authFlowTtlSeconds?: number | undefined;
   /** Interval of `sse_heartbeat` frames on event streams (default 15 s). */
   sseHeartbeatMs?: number | undefined;
+  /** The app runtime (deployments, builds): its data dir and bounds; unset, deployments answer 503. */
+  apps?: AppsSettings | undefined;
+  /** How long a sync POST /invocations waits for a run (default SYNC_WAIT_MS, 50 s; tests shorten it). */
+  invocationSyncWaitMs?: number | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

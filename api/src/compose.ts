@@ -15,6 +15,7 @@ import { agentTokensFrom } from '../../contract/agent-client.js';
 import type { Db } from './db/pool.js';
 import { AuthCache } from './modules/api-keys/auth-cache.js';
 import { createPgEventHub } from './events/hub.js';
+import { appsSettingsOf } from './modules/apps/settings.js';
 import { loadProxyUpstreams, type ProxySettings } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
 import type { ProfileStore } from './ports/profile-store.js';
@@ -69,6 +70,9 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       poolMinFreeMemoryBytes: parts.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
       authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
       spares: { max: config.BROWSERPLANE_SPARE_BROWSERS, learnMinutes: config.BROWSERPLANE_SPARE_LEARN_MINUTES },
+      // Kubernetes mode will build in Jobs (a later slice); API replicas there must not each
+      // run an in-process build queue that fails the others' builds as interrupted.
+      apps: parts.kubernetes ? undefined : appsSettingsOf(config),
     },
     projectResources: allProjectResources(),
     sealer: createSealer(parts.encryptionKey),

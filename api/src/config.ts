@@ -81,6 +81,19 @@ export const configSchema = z.object({
     ),
   BROWSERPLANE_ENCRYPTION_KEY: optionalString
     .describe('32-byte key (base64 or hex) sealing secrets at rest; when unset, one is generated into the data dir'),
+  BROWSERPLANE_APP_MAX_UPLOAD_MB: positiveInt(64 * 1024).default(100).describe('Largest deployment upload (POST /deployments: the file or zip), MiB; larger gets 413'),
+  BROWSERPLANE_APP_MAX_UNPACKED_MB: positiveInt(64 * 1024)
+    .default(500)
+    .describe('Largest total size of a deployment\'s source once unpacked (zip entries or a git checkout, before dependencies), MiB'),
+  BROWSERPLANE_APP_MAX_FILES: positiveInt(10_000_000).default(20_000).describe('Most files a deployment\'s source may hold once unpacked (before dependencies)'),
+  BROWSERPLANE_APP_BUILD_TIMEOUT_SECONDS: positiveInt(86_400)
+    .default(900)
+    .describe('How long one deployment build (source fetch, npm install, transpile, reading its apps) may take before it fails'),
+  BROWSERPLANE_APP_GIT_ALLOW_LOCAL: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true')
+    .describe('true lets deployments name local git repositories (a path or file:// URL); off by default, since it would let any project clone any repository on this host'),
   BROWSERPLANE_PROFILE_DIR: optionalString.describe('Where browser profiles are stored (default: <data dir>/profiles)'),
   BROWSERPLANE_PROXY_UPSTREAMS: optionalString.describe(
     'JSON array of upstream proxies that serve the managed proxy types (see docs/PROXIES.md)',

@@ -14,6 +14,9 @@ import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
 import { ADMIN_KEY_FILE, bootstrap } from './modules/orgs/bootstrap.js';
 import { adoptBrowsersAtStart, attachCdpProxy } from './modules/browsers/module.js';
+import { clearScratch, configureSandbox } from './modules/apps/sandbox.js';
+import { stopBuilds } from './modules/apps/module.js';
+import { failInterruptedRuns, stopAllRuns } from './modules/invocations/index.js';
 import { createAppServices, startBackground } from './app-services.js';
 import { closeProfileWriters, liveProfileWriters } from './modules/browsers/profile-archive-stop.js';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -76,6 +79,12 @@ export async function startService(config: Config, log: Logger): Promise<Running
     // Not in Kubernetes mode: API replicas share the cluster's browsers, and adoption would
     // end another replica's launch in flight as interrupted (the reaper covers the rest).
     if (!browsers.kubernetes) await adoptBrowsersAtStart(deps);
+    // Runs of app actions live in this process: a previous one's are lost (docs/apps.md).
+    configureSandbox({ log });
+    if (!browsers.kubernetes) {
+      await failInterruptedRuns(deps);
+      await clearScratch(config.dataDir);
+    }
 
     const services = createAppServices(deps);
     const { app, lifecycle } = buildApp(deps, services);
@@ -103,10 +112,16 @@ export async function startService(config: Config, log: Logger): Promise<Running
         // Flows fail as interrupted and the job queue stops taking work, alongside the
         // drain: awaited after it, so the listener closes without waiting for them.
         const poolsAndFlowsStopped = background.stopPoolsAndFlows();
+        // App runs are killed and recorded failed (their keys revoked, browsers deleted) while the database is up.
+        const runsStopped = stopAllRuns(deps);
+        // Likewise the build in progress: its deployment fails with the shutdown as its reason.
+        const buildsStopped = stopBuilds(deps);
         await background.stopReaper();
         await closeProfileWriters(deps, writers);
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
         await poolsAndFlowsStopped;
+        await runsStopped;
+        await buildsStopped;
         // A stopped embedded service leaves no browser behind (their sessions end as
         // browser_gone when the reaper next looks); in Kubernetes mode they carry on.
         await browsers.stop();

@@ -5,6 +5,7 @@ import type { FixedClock } from '../../api/src/clock.js';
 import type { HttpClient } from '../support/http.js';
 import type { Tenant, TestApp } from '../support/test-app.js';
 import type { CreatedApiKey } from './api-keys.fixtures.js';
+import { insertDeployment, setDeploymentStatus } from '../../api/src/modules/apps/deployments-store.js';
 
 /**
  * Tenant A ("alpha") owning one of every resource, the identities that must not reach
@@ -68,6 +69,18 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
   const invocation = await must(http.post('/invocations', { app_name: 'alpha-app', action_name: 'alpha-action', version: 'alpha-1', async: true }));
   const browser = await must(http.post('/browsers', { name: 'alpha-browser', tags: { owner: 'alpha-tag' }, invocation_id: invocation.id }));
   const pool = await must(http.post('/browser_pools', { name: 'alpha-pool', size: 1 }));
+  // Written directly: a deployment made over HTTP would start a real build (npm) in the background.
+  const deployment = await insertDeployment(app.database.db, { orgId: tenant.orgId, projectId: tenant.defaultProjectId }, {
+    id: 'dep_alpha_matrix',
+    entrypointRelPath: 'alpha-entry.ts',
+    envVars: { ALPHA_ENV: 'alpha-env-value' },
+    version: 'alpha-version',
+    force: false,
+    source: { type: 'github', url: 'https://git.alpha.test/app.git', ref: 'main', path: null },
+    now: clock.now(),
+  });
+  // Finished at once, so the app's build queue leaves it alone.
+  await setDeploymentStatus(app.database.db, deployment.id, { status: 'failed', from: ['queued'], statusReason: 'alpha-reason', now: clock.now() });
   const connection = await must(
     http.post('/auth/connections', { domain: 'alpha-login.test', profile_name: 'alpha-login-profile', health_checks: false }),
   );
@@ -88,6 +101,7 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     '/browsers': { id: browser.session_id, name: browser.name },
     '/browser_pools': { id: pool.id, name: pool.name },
     '/auth/connections': { id: connection.id },
+    '/deployments': { id: deployment.id },
   };
   const secrets = [
     tenant.orgId,
@@ -102,6 +116,8 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     'alpha-login.test',
     'alpha-login-profile',
     'proxy.alpha.test',
+    'alpha-env-value',
+    'git.alpha.test',
     'alpha-user',
     PROXY_PASSWORD,
     CREDENTIAL_PASSWORD,

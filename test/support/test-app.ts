@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { composeAppDeps } from '../../api/src/compose.js';
 import { parseConfig } from '../../api/src/config.js';
+import { appsSettingsOf } from '../../api/src/modules/apps/settings.js';
 import { createAppServices, startBackground } from '../../api/src/app-services.js';
 import { issueApiKey } from '../../api/src/modules/api-keys/service.js';
 import type { ProxySettings } from '../../api/src/modules/proxies/upstreams.js';
@@ -25,6 +26,8 @@ import { createLocalRuntime, type LocalRuntime, type LocalRuntimeOptions } from 
 import { agentTokensFrom } from '../../contract/agent-client.js';
 import { insertOrg } from '../../api/src/modules/orgs/store.js';
 import { insertProject } from '../../api/src/modules/projects/store.js';
+import { stopAllRuns } from '../../api/src/modules/invocations/index.js';
+import { stopBuilds } from '../../api/src/modules/apps/module.js';
 import { freshDatabase, type TestDatabase } from './database.js';
 import { HttpClient } from './http.js';
 
@@ -106,6 +109,8 @@ export async function startTestApp(
         maxBodyBytes: 64 * 1024,
         orgMaxConcurrentSessions: 50,
         browserLaunchTimeoutMs: LAUNCH_TIMEOUT_MS,
+        // Deployments store their sources and builds under the test's own dir.
+        apps: appsSettingsOf(config),
         ...options.settings,
       },
       proxy: {
@@ -170,6 +175,10 @@ export async function startTestApp(
       shutdown.abort();
       await background.stopReaper();
       await background.stopPoolsAndFlows();
+      // App runs a test left going are killed and recorded while the database is up, as the service does.
+      await stopAllRuns(deps);
+      // Likewise a build in progress (its deployment recorded failed before the database goes).
+      await stopBuilds(deps);
       cdpProxy.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));

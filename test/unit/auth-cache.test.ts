@@ -50,6 +50,7 @@ const row = (id: string): RequestKey => ({
   project_id: null,
   expires_at: null,
   deleted_at: null,
+  invocation_id: null,
   implicit_project_id: 'proj_1',
   implicit_project_name: 'default',
 });

@@ -1,7 +1,7 @@
 /** Who is calling and in which project, resolved once per request by the auth middleware. */
 export interface AuthContext {
   orgId: string;
-  apiKey: { id: string; name: string; projectId: string | null };
+  apiKey: { id: string; name: string; projectId: string | null; invocationId?: string | null };
   /** The project the request acts in; null on org-scoped routes. */
   project: { id: string; name: string } | null;
 }

@@ -44,7 +44,7 @@ export async function authenticate(
   if (key.expires_at && key.expires_at.getTime() <= clock.now().getTime()) {
     throw unauthorized('The API key has expired');
   }
-  const apiKey = { id: key.id, name: key.name, projectId: key.project_id };
+  const apiKey = { id: key.id, name: key.name, projectId: key.project_id, invocationId: key.invocation_id };
   if (scope === 'org') {
     if (key.project_id) throw forbidden('org_key_required', 'This operation needs an org-wide API key; this key is scoped to one project');
     return { orgId: key.org_id, apiKey, project: null };

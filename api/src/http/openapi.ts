@@ -14,7 +14,8 @@ function requestBodyOf(route: RouteDef): Pick<ZodOpenApiOperationObject, 'reques
     };
   }
   if (route.bodyType === 'multipart') {
-    return { requestBody: { required: true, content: { 'multipart/form-data': { schema: { type: 'object' } } } } };
+    const json = route.jsonAlternative ? { 'application/json': { schema: route.jsonAlternative } } : {};
+    return { requestBody: { required: true, content: { 'multipart/form-data': { schema: { type: 'object' } }, ...json } } };
   }
   return route.body ? { requestBody: { required: false, content: { 'application/json': { schema: route.body } } } } : {};
 }

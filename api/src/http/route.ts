@@ -78,6 +78,11 @@ export interface RouteDef<
    * handler to stream on (fs write_file and uploads).
    */
   bodyType?: 'json' | 'raw' | 'multipart';
+  /**
+   * A 'multipart' route that also takes this JSON body (POST /deployments: a git source
+   * needs no file). Documented, and let through to the handler, which validates it.
+   */
+  jsonAlternative?: z.ZodType;
   responses: Record<number, ResponseSpec>;
   deprecation?: Deprecation;
   handler: (ctx: HandlerContext<P, Q, B>) => Promise<RouteResult> | RouteResult;

@@ -39,7 +39,8 @@ async function runRoute(route: RouteDef, req: Request, res: Response, deps: AppD
       deps.authCache,
     );
   }
-  if (route.bodyType === 'raw' || route.bodyType === 'multipart') checkStreamedBody(req, route.bodyType);
+  const jsonAlternative = route.jsonAlternative !== undefined && Boolean(req.is(['application/json', 'application/*+json']));
+  if (route.bodyType === 'raw' || (route.bodyType === 'multipart' && !jsonAlternative)) checkStreamedBody(req, route.bodyType);
   const parsed = validateRequest({
     params: { schema: route.params, value: rawParams },
     query: { schema: route.query, value: req.query },

@@ -36,14 +36,16 @@ export interface NewApiKey {
   createdBy: { keyId: string; name: string } | null;
   now: Date;
   expiresAt: Date | null;
+  /** The invocation whose run this key is for (see PresentedKey.invocation_id). */
+  invocationId?: string | null;
 }
 
 export async function insertApiKey(db: Queryable, input: NewApiKey): Promise<ApiKeyRow> {
   const id = newId('key');
   await db.query(
     `INSERT INTO api_keys (id, org_id, project_id, name, key_hash, masked_key, lifetime_days,
-                           created_by_key_id, created_by_name, created_at, expires_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+                           created_by_key_id, created_by_name, created_at, expires_at, invocation_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
     [
       id,
       input.orgId,
@@ -56,6 +58,7 @@ export async function insertApiKey(db: Queryable, input: NewApiKey): Promise<Api
       input.createdBy?.name ?? null,
       input.now,
       input.expiresAt,
+      input.invocationId ?? null,
     ],
   );
   return (await findApiKey(db, input.orgId, id, { includeDeleted: true }))!;
@@ -69,6 +72,8 @@ export interface PresentedKey {
   project_id: string | null;
   expires_at: Date | null;
   deleted_at: Date | null;
+  /** Set on the key an app's run gets: browsers it creates belong to that invocation. */
+  invocation_id: string | null;
 }
 
 export type RequestKey = PresentedKey & { implicit_project_id: string | null; implicit_project_name: string | null };
@@ -82,7 +87,7 @@ export type RequestKey = PresentedKey & { implicit_project_id: string | null; im
 export async function findApiKeyForRequest(db: Queryable, hash: Buffer): Promise<RequestKey | undefined> {
   const { rows } = await db.query<RequestKey>(
     prepared(
-      `SELECT k.id, k.name, k.org_id, k.project_id, k.expires_at, k.deleted_at,
+      `SELECT k.id, k.name, k.org_id, k.project_id, k.expires_at, k.deleted_at, k.invocation_id,
             p.id AS implicit_project_id, p.name AS implicit_project_name
        FROM api_keys k
        LEFT JOIN projects p ON p.org_id = k.org_id AND p.deleted_at IS NULL
@@ -95,7 +100,7 @@ export async function findApiKeyForRequest(db: Queryable, hash: Buffer): Promise
 }
 
 export async function findApiKeyByHash(db: Queryable, hash: Buffer): Promise<PresentedKey | undefined> {
-  const { rows } = await db.query<PresentedKey>('SELECT id, name, org_id, project_id, expires_at, deleted_at FROM api_keys WHERE key_hash = $1', [hash]);
+  const { rows } = await db.query<PresentedKey>('SELECT id, name, org_id, project_id, expires_at, deleted_at, invocation_id FROM api_keys WHERE key_hash = $1', [hash]);
   return rows[0];
 }
 

@@ -58,7 +58,11 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
         200: { description: 'The running session', schema: browserSessionSchema },
         ...errorResponses(400, 404, 409, 429),
       },
-      handler: async ({ body, auth, req }) => json(await present(req)(await createSession(deps, projectScopeOf(auth), body, services.spares))),
+      // A browser an app's run creates with its own key belongs to that invocation (deleted when it ends).
+      handler: async ({ body, auth, req }) => {
+        const input = body.invocation_id === undefined && auth.apiKey.invocationId ? { ...body, invocation_id: auth.apiKey.invocationId } : body;
+        return json(await present(req)(await createSession(deps, projectScopeOf(auth), input, services.spares)));
+      },
     }),
     defineRoute({
       method: 'get',

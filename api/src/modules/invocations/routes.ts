@@ -20,6 +20,8 @@ import {
 import { createInvocation, getInvocation, presentInvocation, presentInvocationCreated, updateInvocation } from './service.js';
 import { resolveSince } from './since.js';
 import { listInvocations } from './store.js';
+import { findLiveAppVersion } from './app-versions.js';
+import { actionNotFound, startRun, SYNC_WAIT_MS, waitForRun } from './runs.js';
 
 const tags = ['Invocations'];
 
@@ -41,21 +43,34 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
       method: 'post',
       path: '/invocations',
       operationId: 'createInvocation',
-      summary: 'Invoke an action: records a queued invocation for whoever runs the action',
+      summary: 'Invoke an action: runs it when the app version is deployed here, else records a queued invocation for an outside runner',
       description:
-        'async true answers 202, otherwise 200; either way the invocation is queued, since no action runtime runs here. ' +
+        'For a deployed app version (POST /deployments), the service runs the action: async true answers 202 queued at once; ' +
+        `otherwise the answer waits for the end of the run, at most ${SYNC_WAIT_MS / 1000} s, then gives the invocation as it is (running). ` +
+        'An action the deployed app does not register is a 404 action_not_found. ' +
+        'For an app version not deployed here, the invocation is recorded queued for an outside runner to PATCH (200, or 202 with async). ' +
         'The project’s max_concurrent_invocations caps queued and running invocations (429 concurrency_limit_exceeded).',
       tags,
       auth: 'project',
       body: createInvocationBody,
       responses: {
-        200: { description: 'Created (sync request), queued', schema: invocationCreatedSchema },
+        200: { description: 'Created (sync request): finished, or still running past the wait; queued when not deployed here', schema: invocationCreatedSchema },
         202: { description: 'Created (async request), queued', schema: invocationCreatedSchema },
         ...errorResponses(400, 404, 429),
       },
       handler: async ({ body, auth }) => {
-        const row = await createInvocation(deps, projectScopeOf(auth), body);
-        return json(presentInvocationCreated(row), body.async === true ? 202 : 200);
+        const scope = projectScopeOf(auth);
+        const version = await findLiveAppVersion(db, scope, body.app_name, body.version);
+        if (!version) {
+          const row = await createInvocation(deps, scope, body);
+          return json(presentInvocationCreated(row), body.async === true ? 202 : 200);
+        }
+        if (!version.actions.some((action) => action.name === body.action_name)) throw actionNotFound(version, body.action_name);
+        const row = await createInvocation(deps, scope, body, version.deployment_id);
+        void startRun(deps, browsers, scope, row, version);
+        if (body.async === true) return json(presentInvocationCreated(row), 202);
+        await waitForRun(deps, row.id, deps.settings.invocationSyncWaitMs ?? SYNC_WAIT_MS);
+        return json(presentInvocationCreated(await getInvocation(db, scope, row.id)), 200);
       },
     }),
     defineRoute({
@@ -149,7 +164,8 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
       operationId: 'followInvocation',
       summary: 'Server-Sent Events: the invocation’s state now and at each change, until it finishes',
       description:
-        'Every frame is a data line with a JSON object whose event field names it: invocation_state, sse_heartbeat, error. ' +
+        'Every frame is a data line with a JSON object whose event field names it: log (a line of the run\'s stdout or stderr), invocation_state, sse_heartbeat, error. ' +
+        'Log lines at or after since (all without it) come first, then new ones as they are written. ' +
         'The server closes the stream once the invocation is succeeded or failed.',
       tags,
       auth: 'project',
@@ -159,8 +175,9 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
         200: { description: 'An event stream', schema: invocationEventSchema, contentType: 'text/event-stream' },
         ...errorResponses(400, 404),
       },
-      handler: async ({ params, auth, req, res }) => {
-        await followInvocation(deps, follower, projectScopeOf(auth), params.id, { req, res });
+      handler: async ({ params, query, auth, req, res }) => {
+        const since = query.since === undefined ? undefined : resolveSince(query.since, deps.clock.now());
+        await followInvocation(deps, follower, projectScopeOf(auth), params.id, { req, res }, { since });
         return { kind: 'handled' };
       },
     }),

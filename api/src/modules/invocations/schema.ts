@@ -29,7 +29,7 @@ export const createInvocationBody = z
     async: z
       .boolean()
       .optional()
-      .describe('true: answer 202 with status queued at once. Otherwise the answer is 200, also with status queued (no action runtime here)'),
+      .describe('true: answer 202 with status queued at once. Otherwise 200 once a deployed app\'s run ends (or its wait does); queued for an app not deployed here'),
     async_timeout_seconds: z
       .number()
       .int()
@@ -82,7 +82,7 @@ export const listInvocationsQuery = z.object({
 export const followInvocationQuery = z.object({
   since: sinceQuery
     .optional()
-    .describe('Logs since this instant (RFC 3339 or a duration); no log events exist yet, so it changes nothing'),
+    .describe('Log lines at or after this instant (RFC 3339 or a duration back from now); without it, all of them'),
 });
 
 const timestamp = z.string().describe('RFC 3339 timestamp');
@@ -114,6 +114,7 @@ export const invocationCreatedSchema = z
 
 export const invocationEventSchema = z
   .union([
+    z.object({ event: z.literal('log'), message: z.string().describe("A line of the run's stdout or stderr"), timestamp }),
     z.object({ event: z.literal('invocation_state'), invocation: invocationSchema, timestamp }),
     z.object({ event: z.literal('sse_heartbeat'), timestamp }),
     z.object({ event: z.literal('error'), error: z.object({ code: z.string(), message: z.string() }), timestamp }),

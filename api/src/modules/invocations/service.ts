@@ -27,6 +27,8 @@ export const invocationChannel = (id: string) => channelName('invocation', id);
  * the action (or its caller) marked it failed with PATCH, which gives no reason of its own.
  */
 export const FAILED_BY_UPDATE = 'Marked failed with PATCH /invocations/{id}';
+/** The same for an invocation the service runs: the PATCH ended (killed) its run. */
+export const CANCELLED_BY_UPDATE = 'Cancelled with PATCH /invocations/{id}';
 /** Rows that failed before reasons were recorded. */
 const FAILED_WITHOUT_REASON = 'The invocation failed; no reason was recorded';
 
@@ -67,7 +69,7 @@ export function presentInvocationCreated(row: InvocationRow) {
  * overshoot the cap; the project row is share-locked so a concurrent project delete
  * either waits and sees the invocation or wins and the create is a 404.
  */
-export async function createInvocation(deps: AppDeps, scope: Scope, input: CreateInvocationInput): Promise<InvocationRow> {
+export async function createInvocation(deps: AppDeps, scope: Scope, input: CreateInvocationInput, deploymentId: string | null = null): Promise<InvocationRow> {
   return inTransaction(deps.db, async (tx) => {
     const project = await shareLockLiveProject(tx, scope.orgId, scope.projectId);
     if (!project || project.id !== scope.projectId) throw new AppError(404, 'project_not_found', 'The project no longer exists');
@@ -82,7 +84,7 @@ export async function createInvocation(deps: AppDeps, scope: Scope, input: Creat
       appName: input.app_name,
       actionName: input.action_name,
       version: input.version,
-      deploymentId: null,
+      deploymentId,
       isAsync: input.async === true,
       asyncTimeoutSeconds: input.async_timeout_seconds ?? null,
       payload: input.payload ?? null,
@@ -131,7 +133,8 @@ export async function updateInvocation(
     const row = await setInvocationStatus(tx, scope, id, {
       status: input.status,
       output: input.output,
-      ...(input.status === 'failed' ? { statusReason: FAILED_BY_UPDATE } : {}),
+      // One the service runs (deployment_id set) is killed by it: a cancel, so said.
+      ...(input.status === 'failed' ? { statusReason: current.deployment_id !== null ? CANCELLED_BY_UPDATE : FAILED_BY_UPDATE } : {}),
       now: deps.clock.now(),
     });
     await publishChange(deps, tx, row);

@@ -1,0 +1,120 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import type { IncomingMessage } from 'node:http';
+import path from 'node:path';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import busboy from 'busboy';
+import { AppError, badRequest } from '../../http/errors.js';
+
+/**
+ * POST /deployments as the SDK sends it: multipart/form-data (core/uploads.js) with a
+ * `file` part, plain fields (entrypoint_rel_path, version, force, region), env_vars as
+ * `env_vars[KEY]` fields and `source` as one JSON field. busboy parses it: streaming, the
+ * parser under multer, already what the browser file API uses. The file is spooled to
+ * disk as it arrives (never held whole in memory), hashed on the way for the
+ * content-addressed store, and cut off with a 413 at the upload limit.
+ */
+
+export interface SpooledFile {
+  path: string;
+  size: number;
+  sha256: string;
+  /** The name the client gave the part, if any. */
+  filename: string | undefined;
+}
+
+export interface ReceivedForm {
+  fields: Map<string, string>;
+  envVars: Record<string, string>;
+  file: SpooledFile | undefined;
+}
+
+const MAX_FIELDS = 1000;
+const MAX_FIELD_BYTES = 64 * 1024;
+const ENV_FIELD = /^env_vars\[(.+)\]$/s;
+
+const malformed = (error: Error) => badRequest('invalid_multipart', `Malformed multipart body: ${error.message}`);
+
+export async function readDeploymentForm(request: IncomingMessage, spoolDir: string, maxUploadBytes: number): Promise<ReceivedForm> {
+  await mkdir(spoolDir, { recursive: true, mode: 0o700 });
+  const form: ReceivedForm = { fields: new Map(), envVars: {}, file: undefined };
+  try {
+    await parse(request, form, spoolDir, maxUploadBytes);
+  } catch (error) {
+    if (form.file) await rm(form.file.path, { force: true });
+    throw error;
+  }
+  return form;
+}
+
+function parse(request: IncomingMessage, form: ReceivedForm, spoolDir: string, maxUploadBytes: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let parser: busboy.Busboy;
+    try {
+      parser = busboy({ headers: request.headers, limits: { fieldSize: MAX_FIELD_BYTES, fields: MAX_FIELDS, files: 1, fileSize: maxUploadBytes } });
+    } catch (error) {
+      reject(badRequest('invalid_multipart', `Expected multipart/form-data: ${(error as Error).message}`));
+      return;
+    }
+    let failure: Error | undefined;
+    let spooling = Promise.resolve();
+    const fail = (error: Error) => {
+      failure ??= error;
+    };
+    parser.on('field', (name, value, info) => {
+      if (info.valueTruncated) return fail(badRequest('invalid_request', `Field ${JSON.stringify(name)} is longer than ${MAX_FIELD_BYTES} bytes`));
+      const env = ENV_FIELD.exec(name);
+      // A plain object's __proto__ key sets its prototype instead: refused rather than lost.
+      if (env?.[1] === '__proto__') fail(badRequest('invalid_request', 'env_vars[__proto__] is not a variable name this service takes'));
+      else if (env) form.envVars[env[1]!] = value;
+      else if (form.fields.has(name)) fail(badRequest('invalid_request', `Field ${JSON.stringify(name)} is sent twice`));
+      else form.fields.set(name, value);
+    });
+    parser.on('file', (name, stream, info) => {
+      if (name !== 'file' || form.file) {
+        if (name === 'file') fail(badRequest('invalid_request', 'Only one file part may be sent'));
+        stream.resume();
+        return;
+      }
+      const file: SpooledFile = { path: path.join(spoolDir, `upload-${randomBytes(8).toString('hex')}`), size: 0, sha256: '', filename: info.filename };
+      form.file = file;
+      spooling = spool(stream, file, maxUploadBytes).catch((error: unknown) => {
+        stream.resume();
+        fail(error as Error);
+      });
+    });
+    parser.on('filesLimit', () => fail(badRequest('invalid_request', 'Only one file part may be sent')));
+    parser.on('fieldsLimit', () => fail(badRequest('invalid_request', `At most ${MAX_FIELDS} fields may be sent`)));
+    parser.once('error', (error: Error) => {
+      request.unpipe(parser);
+      request.resume();
+      fail(malformed(error));
+      reject(failure ?? malformed(error));
+    });
+    parser.once('close', () => {
+      void spooling.then(() => (failure ? reject(failure) : resolve()));
+    });
+    request.pipe(parser);
+  });
+}
+
+async function spool(source: Readable, file: SpooledFile, maxUploadBytes: number): Promise<void> {
+  const hash = createHash('sha256');
+  let truncated = false;
+  source.once('limit', () => (truncated = true));
+  const count = new Transform({
+    transform(chunk: Buffer, _encoding, callback) {
+      file.size += chunk.length;
+      hash.update(chunk);
+      callback(null, chunk);
+    },
+  });
+  await pipeline(source, count, createWriteStream(file.path, { flags: 'wx', mode: 0o600 }));
+  if (truncated || file.size > maxUploadBytes) {
+    const message = `The upload is larger than ${maxUploadBytes} bytes (BROWSERPLANE_APP_MAX_UPLOAD_MB)`;
+    throw new AppError(413, 'upload_too_large', message, { details: [{ code: 'upload_too_large', message, field: 'file' }] });
+  }
+  file.sha256 = hash.digest('hex');
+}
