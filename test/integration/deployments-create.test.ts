@@ -55,3 +55,52 @@ describe('POST /deployments with forms the SDK never sends', () => {
     expect(await deploymentRows()).toBe(before);
   });
 });
+
+/** A git source sent every way an SDK sends it; url /etc is a local repository, which these settings refuse. */
+const LOCAL_SOURCE = { type: 'github', url: '/etc', ref: 'main', entrypoint: 'a.js', path: 'app', auth: { method: 'github_token', token: 't0k' } };
+
+describe('POST /deployments as each SDK encodes it', () => {
+  it('takes env vars as env_vars.KEY (Go SDK, kernel deploy -e) and env_vars[KEY] (TS and Python SDKs), and answers them redacted', async () => {
+    const res = await post(form([['entrypoint_rel_path', 'index.js'], ['env_vars.FOO', 'bar'], ['env_vars[B]', 'x y'], ['file', new Blob(['export {}']), 'index.js'], ['force', 'false'], ['version', 'go-1']]));
+    const body = (await res.json()) as { id: string; env_vars: Record<string, string> };
+    expect(res.status).toBe(200);
+    expect(body.env_vars).toEqual({ FOO: '', B: '' });
+    const stored = await app.database.db.query<{ env_vars: Record<string, string> }>('SELECT env_vars FROM deployments WHERE id = $1', [body.id]);
+    expect(stored.rows[0]!.env_vars).toEqual({ FOO: 'bar', B: 'x y' });
+    const headers = { authorization: `Bearer ${app.tenant.adminKey}` };
+    expect((await fetch(`${app.url}/deployments/${body.id}`, { method: 'DELETE', headers })).status).toBe(204);
+    // kernel deploy logs sends since= empty when its flag is not given: absent, the whole log.
+    const events = await fetch(`${app.url}/deployments/${body.id}/events?since=`, { headers });
+    expect(events.status).toBe(200);
+    const text = await events.text();
+    expect(text).toContain('"status":"stopped"');
+    expect(text).not.toContain('bar');
+    expect((await fetch(`${app.url}/invocations?since=`, { headers })).status).toBe(200);
+  });
+
+  it.each([
+    ['one JSON part (TS SDK, kernel deploy github)', [['source', JSON.stringify(LOCAL_SOURCE)]]],
+    ['source[...] brackets (Python SDK)', [['source[type]', 'github'], ['source[url]', '/etc'], ['source[ref]', 'main'], ['source[entrypoint]', 'a.js'], ['source[path]', 'app'], ['source[auth][method]', 'github_token'], ['source[auth][token]', 't0k']]],
+    ['source.x dots (Go SDK)', [['source.type', 'github'], ['source.url', '/etc'], ['source.ref', 'main'], ['source.entrypoint', 'a.js'], ['source.path', 'app'], ['source.auth.method', 'github_token'], ['source.auth.token', 't0k']]],
+  ] as [string, [string, string][]][])('reads a source sent as %s (this local URL is then refused for what it is)', async (_label, parts) => {
+    const res = await post(form([...parts, ['version', '1']]));
+    const body = (await res.json()) as { code: string; message: string };
+    expect([res.status, body.code]).toEqual([400, 'invalid_source']);
+  });
+
+  it.each([
+    ['a bad env var name in dot form', [['env_vars.BAD-NAME', 'x']], 'body.env_vars.BAD-NAME'],
+    ['the same env var in both forms', [['env_vars.A', '1'], ['env_vars[A]', '2']], undefined],
+    ['a JSON source and source fields', [['source', JSON.stringify(LOCAL_SOURCE)], ['source[type]', 'github']], undefined],
+    ['source fields that overlap', [['source[auth]', 'x'], ['source[auth][token]', 'y']], undefined],
+    ['a source field sent twice', [['source.type', 'github'], ['source[type]', 'github']], undefined],
+    ['an unknown source field', [['source[type]', 'github'], ['source[url]', 'https://example.test/a.git'], ['source[ref]', 'main'], ['source[entrypoint]', 'a.js'], ['source[shell]', 'rm -rf /']], undefined],
+  ] as [string, [string, string][], string | undefined][])('refuses %s', async (_label, parts, field) => {
+    const before = await deploymentRows();
+    const res = await post(form([['file', new Blob(['a']), 'a.js'], ['entrypoint_rel_path', 'a.js'], ...parts]));
+    const body = (await res.json()) as { code: string; details: { field?: string }[] };
+    expect([res.status, body.code]).toEqual([400, 'invalid_request']);
+    if (field) expect(body.details.map((detail) => detail.field)).toContain(field);
+    expect(await deploymentRows()).toBe(before);
+  });
+});

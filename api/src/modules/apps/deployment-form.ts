@@ -9,9 +9,11 @@ import busboy from 'busboy';
 import { AppError, badRequest } from '../../http/errors.js';
 
 /**
- * POST /deployments as the SDK sends it: multipart/form-data (core/uploads.js) with a
- * `file` part, plain fields (entrypoint_rel_path, version, force, region), env_vars as
- * `env_vars[KEY]` fields and `source` as one JSON field. busboy parses it: streaming, the
+ * POST /deployments as the SDKs send it: multipart/form-data with a `file` part, plain
+ * fields (entrypoint_rel_path, version, force, region), env_vars as `env_vars[KEY]` (TS
+ * and Python SDKs) or `env_vars.KEY` (Go SDK, so `kernel deploy -e`) fields, and `source`
+ * as one JSON field (TS SDK, `kernel deploy github`), as `source[type]`,
+ * `source[auth][token]` brackets (Python SDK) or as `source.type` dots (Go SDK). busboy parses it: streaming, the
  * parser under multer, already what the browser file API uses. The file is spooled to
  * disk as it arrives (never held whole in memory), hashed on the way for the
  * content-addressed store, and cut off with a 413 at the upload limit.
@@ -28,18 +30,27 @@ export interface SpooledFile {
 export interface ReceivedForm {
   fields: Map<string, string>;
   envVars: Record<string, string>;
+  /** `source[...]` / `source.x` fields, by their path (`auth.token`); the JSON form is a plain field. */
+  sourceFields: Map<string, string>;
   file: SpooledFile | undefined;
 }
 
 const MAX_FIELDS = 1000;
 const MAX_FIELD_BYTES = 64 * 1024;
-const ENV_FIELD = /^env_vars\[(.+)\]$/s;
+const ENV_FIELD = /^env_vars(?:\[(.+)\]|\.(.+))$/s;
+/** `source[auth][token]` or `source.auth.token`: the path inside source, or undefined. */
+function sourcePath(name: string): string | undefined {
+  const brackets = /^source((?:\[[^[\]]+\])+)$/.exec(name);
+  if (brackets) return [...brackets[1]!.matchAll(/\[([^[\]]+)\]/g)].map((m) => m[1]).join('.');
+  const dots = /^source\.(.+)$/s.exec(name);
+  return dots?.[1];
+}
 
 const malformed = (error: Error) => badRequest('invalid_multipart', `Malformed multipart body: ${error.message}`);
 
 export async function readDeploymentForm(request: IncomingMessage, spoolDir: string, maxUploadBytes: number): Promise<ReceivedForm> {
   await mkdir(spoolDir, { recursive: true, mode: 0o700 });
-  const form: ReceivedForm = { fields: new Map(), envVars: {}, file: undefined };
+  const form: ReceivedForm = { fields: new Map(), envVars: {}, sourceFields: new Map(), file: undefined };
   try {
     await parse(request, form, spoolDir, maxUploadBytes);
   } catch (error) {
@@ -66,9 +77,14 @@ function parse(request: IncomingMessage, form: ReceivedForm, spoolDir: string, m
     parser.on('field', (name, value, info) => {
       if (info.valueTruncated) return fail(badRequest('invalid_request', `Field ${JSON.stringify(name)} is longer than ${MAX_FIELD_BYTES} bytes`));
       const env = ENV_FIELD.exec(name);
+      const key = env?.[1] ?? env?.[2];
+      const inSource = sourcePath(name);
       // A plain object's __proto__ key sets its prototype instead: refused rather than lost.
-      if (env?.[1] === '__proto__') fail(badRequest('invalid_request', 'env_vars[__proto__] is not a variable name this service takes'));
-      else if (env) form.envVars[env[1]!] = value;
+      if (key === '__proto__') fail(badRequest('invalid_request', 'env_vars[__proto__] is not a variable name this service takes'));
+      else if (key !== undefined && Object.hasOwn(form.envVars, key)) fail(badRequest('invalid_request', `env var ${JSON.stringify(key)} is sent twice`));
+      else if (key !== undefined) form.envVars[key] = value;
+      else if (inSource !== undefined && form.sourceFields.has(inSource)) fail(badRequest('invalid_request', `Field ${JSON.stringify(name)} is sent twice`));
+      else if (inSource !== undefined) form.sourceFields.set(inSource, value);
       else if (form.fields.has(name)) fail(badRequest('invalid_request', `Field ${JSON.stringify(name)} is sent twice`));
       else form.fields.set(name, value);
     });
@@ -117,4 +133,29 @@ async function spool(source: Readable, file: SpooledFile, maxUploadBytes: number
     throw new AppError(413, 'upload_too_large', message, { details: [{ code: 'upload_too_large', message, field: 'file' }] });
   }
   file.sha256 = hash.digest('hex');
+}
+
+/**
+ * The form's `source` as the JSON text the schema reads: the JSON field as sent, or the
+ * bracket/dot fields nested into one object (`auth.token` → {auth: {token}}).
+ */
+export function sourceOfForm(form: ReceivedForm): string | undefined {
+  const json = form.fields.get('source');
+  if (form.sourceFields.size === 0) return json;
+  if (json !== undefined) throw badRequest('invalid_request', 'Send source once: as a JSON field or as source[...] fields, not both');
+  const root: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
+  for (const [fieldPath, value] of form.sourceFields) {
+    const keys = fieldPath.split('.');
+    let node = root;
+    for (const [index, key] of keys.entries()) {
+      const last = index === keys.length - 1;
+      const existing = node[key];
+      if (key === '' || (last ? existing !== undefined : typeof existing === 'string')) {
+        throw badRequest('invalid_request', `Field source.${fieldPath} conflicts with another source field`);
+      }
+      if (last) node[key] = value;
+      else node = (node[key] ??= Object.create(null)) as Record<string, unknown>;
+    }
+  }
+  return JSON.stringify(root);
 }

@@ -10,7 +10,7 @@ import { shareLockLiveProject } from '../projects/store.js';
 import { stopInvocationsOfDeployment } from '../invocations/runs.js';
 import { deleteAppVersions } from './apps-store.js';
 import { DELETED_REASON, removeBuildDir, type BuildQueue } from './build-queue.js';
-import { readDeploymentForm } from './deployment-form.js';
+import { readDeploymentForm, sourceOfForm } from './deployment-form.js';
 import { checkGitUrl, SourceError } from './git-source.js';
 import { recordDeploymentEvents, stateFrame } from './deployment-events.js';
 import { deploymentFormSchema, deploymentJsonSchema, type DeploymentForm } from './deployments-schema.js';
@@ -41,7 +41,7 @@ export async function createDeployment(deps: AppDeps, queue: BuildQueue | undefi
   try {
     const { body } = validateRequest({
       body: form
-        ? { schema: deploymentFormSchema, value: { ...Object.fromEntries(form.fields), env_vars: form.envVars, ...(spooled ? { file: true } : {}) } }
+        ? { schema: deploymentFormSchema, value: { ...Object.fromEntries(form.fields), source: sourceOfForm(form), env_vars: form.envVars, ...(spooled ? { file: true } : {}) } }
         : { schema: deploymentJsonSchema, value: request.body as unknown },
     });
     const input = body as Omit<DeploymentForm, 'entrypoint_rel_path'> & { entrypoint_rel_path?: string | undefined };

@@ -29,10 +29,13 @@ export function resolveSince(text: string, now: Date): Date | undefined {
   return Number.isNaN(at.getTime()) ? undefined : at;
 }
 
+/**
+ * Empty is absent: Kernel's CLI sends `since=` (empty) whenever its --since flag is not
+ * given (`kernel deploy logs`, `kernel invoke`), and resolveSince('') is undefined.
+ */
 export const sinceQuery = z
   .string()
-  .min(1)
   .max(64)
-  .refine((text) => resolveSince(text, new Date(0)) !== undefined, {
+  .refine((text) => text === '' || resolveSince(text, new Date(0)) !== undefined, {
     message: 'must be an RFC 3339 timestamp or a duration such as 30s, 5m, 2h or 1d',
   });
