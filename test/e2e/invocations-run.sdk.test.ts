@@ -100,7 +100,8 @@ describe('invoking a deployed app with the SDK', () => {
 
   it('fails an invocation whose action throws, with its message', async () => {
     const created = await client.invocations.create({ app_name: appName, action_name: 'boom', version: '1' });
-    expect(created).toMatchObject({ status: 'failed', status_reason: 'boom on purpose' });
+    // kernel invoke prints only output: the failure is there as {"error": ...} too.
+    expect(created).toMatchObject({ status: 'failed', status_reason: 'boom on purpose', output: JSON.stringify({ error: 'boom on purpose' }) });
   }, 60_000);
 
   it('ends an async invocation at its async_timeout_seconds', async () => {
@@ -135,6 +136,7 @@ describe('invoking a deployed app with the SDK', () => {
     expect(await client.invocations.retrieve(created.id)).toMatchObject({
       status: 'failed',
       status_reason: 'The service restarted while the invocation ran; its run was lost',
+      output: JSON.stringify({ error: 'The service restarted while the invocation ran; its run was lost' }),
     });
     expect((await client.invocations.retrieve(keyRun.id)).status).toBe('succeeded');
   }, 120_000);

@@ -70,6 +70,8 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
     const res = await invoke({ action_name: 'fail' });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ status: 'failed', status_reason: 'the action broke on purpose' });
+    // kernel invoke prints only output, never status_reason.
+    expect(JSON.parse(res.body.output as string)).toEqual({ error: 'the action broke on purpose' });
   });
 
   it('answers 404 action_not_found for an action the app lacks, and records nothing', async () => {
@@ -97,7 +99,7 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
     await expect.poll(async () => (await http.get(`/invocations/${res.body.id}`)).body.status as string, { timeout: 5000 }).toBe('running');
     await expect
       .poll(async () => (await http.get(`/invocations/${res.body.id}`)).body as Record<string, unknown>, { timeout: 20_000, interval: 250 })
-      .toMatchObject({ status: 'failed', status_reason: 'timed out after 10s (async_timeout_seconds 10)' });
+      .toMatchObject({ status: 'failed', status_reason: 'timed out after 10s (async_timeout_seconds 10)', output: JSON.stringify({ error: 'timed out after 10s (async_timeout_seconds 10)' }) });
     expect(runnerAlive(res.body.id as string)).toBe(false);
   }, 30_000);
 
@@ -134,6 +136,11 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
     const later = await openSse(`${app.url}/invocations/${res.body.id}/events?since=${encodeURIComponent(future)}`, { key: app.tenant.adminKey, headers: { 'X-Kernel-Project-Id': projectId } });
     await later.ended;
     expect(later.payloads.filter((frame) => frame.event === 'log')).toEqual([]);
+    // kernel logs <app> reads the app's runtime log from its deployment's stream (since=5m).
+    const deployment = await openSse(`${app.url}/deployments/${deploymentId}/events?since=5m`, { key: app.tenant.adminKey, headers: { 'X-Kernel-Project-Id': projectId } });
+    await deployment.ended;
+    const deploymentLogs = deployment.payloads.filter((frame) => frame.event === 'log').map((frame) => frame.message as string);
+    expect(deploymentLogs).toEqual(expect.arrayContaining(['line one', 'line two']));
   });
 
   it('follows the log lines of a run live', async () => {
@@ -148,7 +155,7 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
     const res = await invoke({ action_name: 'hang', async: true });
     await expect.poll(() => runnerAlive(res.body.id as string), { timeout: 10_000 }).toBe(true);
     await stopInvocationsOfDeployment(app.deps, { orgId: app.tenant.orgId, projectId }, deploymentId, 'The deployment was deleted');
-    expect((await http.get(`/invocations/${res.body.id}`)).body).toMatchObject({ status: 'failed', status_reason: 'The deployment was deleted' });
+    expect((await http.get(`/invocations/${res.body.id}`)).body).toMatchObject({ status: 'failed', status_reason: 'The deployment was deleted', output: '{"error":"The deployment was deleted"}' });
     expect(runnerAlive(res.body.id as string)).toBe(false);
   });
 
@@ -179,7 +186,7 @@ describe.skipIf(process.getuid?.() !== 0)('invocations of a deployed app', () =>
     );
     const outside = await http.post('/invocations', { app_name: 'other', version: 'v1', action_name: 'x' });
     expect(await failInterruptedRuns(app.deps)).toBeGreaterThanOrEqual(1);
-    expect((await http.get('/invocations/inv_leftover1')).body).toMatchObject({ status: 'failed', status_reason: INTERRUPTED_BY_RESTART });
+    expect((await http.get('/invocations/inv_leftover1')).body).toMatchObject({ status: 'failed', status_reason: INTERRUPTED_BY_RESTART, output: JSON.stringify({ error: INTERRUPTED_BY_RESTART }) });
     // An outside runner's invocation is not this service's to fail.
     expect((await http.get(`/invocations/${outside.body.id}`)).body.status).toBe('queued');
   });

@@ -1,5 +1,6 @@
 import type { AppDeps } from '../../app-deps.js';
 import type { Queryable } from '../../db/pool.js';
+import { channelName } from '../../events/hub.js';
 import { invocationChannel } from './service.js';
 
 /** An app's log line as the events stream sends it (the SDK's LogEvent). */
@@ -15,7 +16,9 @@ const FLUSH_LINES = 200;
 /**
  * Collects a run's stdout and stderr lines and writes them to invocation_events in
  * batches (one INSERT per 200 ms or 200 lines, not one per line), each followed by a
- * notification that wakes the invocation's event streams.
+ * notification that wakes the invocation's event streams. The same lines go to the
+ * deployment's event log too: `kernel logs <app>` reads an app's runtime log from
+ * GET /deployments/{id}/events, not from each invocation.
  */
 export class InvocationLogWriter {
   private pending: LogFrame[] = [];
@@ -25,6 +28,7 @@ export class InvocationLogWriter {
   constructor(
     private readonly deps: Pick<AppDeps, 'db' | 'events' | 'log' | 'clock'>,
     private readonly invocationId: string,
+    private readonly deploymentId: string | null = null,
   ) {}
 
   add = (_stream: 'stdout' | 'stderr', message: string): void => {
@@ -53,6 +57,15 @@ export class InvocationLogWriter {
           [this.invocationId, JSON.stringify(batch)],
         );
         await this.deps.events.publish(invocationChannel(this.invocationId), { id: this.invocationId, logs: batch.length });
+        if (this.deploymentId !== null) {
+          // The same statement as the deployment's own events (apps/deployments-store.ts), which this module cannot import.
+          await this.deps.db.query(
+            `INSERT INTO deployment_events (deployment_id, at, event)
+             SELECT $1, (e->>'timestamp')::timestamptz, e FROM jsonb_array_elements($2::jsonb) AS e`,
+            [this.deploymentId, JSON.stringify(batch)],
+          );
+          await this.deps.events.publish(channelName('deployment', this.deploymentId), { id: this.deploymentId });
+        }
       } catch (error) {
         this.deps.log.error({ err: error, invocationId: this.invocationId, lines: batch.length }, 'writing an invocation\'s log lines failed: they are lost');
       }

@@ -19,8 +19,20 @@ import path from 'node:path';
  * delete, a restart's cleanup in another process) kills the process.
  */
 
-/** async_timeout_seconds when not given (the SDK's documented maximum), and the limit of a sync run. */
-export const DEFAULT_RUN_TIMEOUT_SECONDS = 3600;
+/**
+ * async_timeout_seconds when not given, and the limit of a sync run: Kernel's docs
+ * (apps/invoke.mdx) say async invocations "time out after 15 minutes by default".
+ */
+export const DEFAULT_RUN_TIMEOUT_SECONDS = 900;
+
+/**
+ * A failed run's output: `kernel invoke` prints only `output` for a finished invocation
+ * (never status_reason), so a failure carries its reason there too, as JSON text in the
+ * shape the CLI itself uses when it cancels (`{"error":"Invocation cancelled by user"}`).
+ */
+export function errorOutput(reason: string): string {
+  return JSON.stringify({ error: reason });
+}
 /**
  * How long a sync POST /invocations waits for the run before it answers with the
  * invocation as it is (running): under the SDK's 60 s request timeout, past which the
@@ -71,7 +83,7 @@ async function execute(deps: AppDeps, browsers: InvocationBrowsers, scope: Scope
   const dataDir = deps.settings.apps?.dataDir;
   const baseUrl = deps.settings.internalUrl;
   const timeoutMs = (row.async_timeout_seconds ?? DEFAULT_RUN_TIMEOUT_SECONDS) * 1000;
-  const logs = new InvocationLogWriter(deps, row.id);
+  const logs = new InvocationLogWriter(deps, row.id, version.deployment_id);
   // Ended from outside: the run's row became terminal without us.
   const watch = () => {
     void findInvocation(deps.db, scope, row.id).then(
@@ -128,7 +140,7 @@ async function execute(deps: AppDeps, browsers: InvocationBrowsers, scope: Scope
     const reason: unknown = controller.signal.reason;
     if (!result.ok && controller.signal.aborted && typeof reason === 'string') result = { ok: false, error: reason };
     if (!result.ok && /^timed out after/.test(result.error)) result = { ok: false, error: `${result.error} (async_timeout_seconds ${timeoutMs / 1000})` };
-    await moveTo(deps, scope, row.id, result.ok ? 'succeeded' : 'failed', result.ok ? { output: result.output ?? 'null' } : { statusReason: result.error });
+    await moveTo(deps, scope, row.id, result.ok ? 'succeeded' : 'failed', result.ok ? { output: result.output ?? 'null' } : { output: errorOutput(result.error), statusReason: result.error });
   } finally {
     await unsubscribe?.().catch(() => undefined);
     if (keyId) await softDeleteApiKey(deps.db, keyId, deps.clock.now()).catch((error: unknown) => deps.log.error({ err: error, invocationId: row.id }, "revoking an invocation's key failed (it expires on its own)"));
@@ -171,10 +183,10 @@ export async function stopAllRuns(deps: AppDeps): Promise<void> {
 export async function stopInvocationsOfDeployment(deps: AppDeps, scope: Scope, deploymentId: string, reason: string): Promise<void> {
   const ended = await inTransaction(deps.db, async (tx) => {
     const { rows } = await tx.query<{ id: string }>(
-      `UPDATE invocations SET status = 'failed', status_reason = $4, finished_at = $5, updated_at = $5
+      `UPDATE invocations SET status = 'failed', status_reason = $4, output = $6, finished_at = $5, updated_at = $5
         WHERE org_id = $1 AND project_id = $2 AND deployment_id = $3 AND status IN ('queued', 'running')
         RETURNING id`,
-      [scope.orgId, scope.projectId, deploymentId, reason, deps.clock.now()],
+      [scope.orgId, scope.projectId, deploymentId, reason, deps.clock.now(), errorOutput(reason)],
     );
     for (const row of rows) await deps.events.publish(invocationChannel(row.id), { id: row.id, status: 'failed' }, tx);
     return rows.map((row) => row.id);
@@ -193,9 +205,9 @@ export async function failInterruptedRuns(deps: Pick<AppDeps, 'db' | 'clock' | '
   const now = deps.clock.now();
   return inTransaction(deps.db, async (tx) => {
     const { rows } = await tx.query<{ id: string }>(
-      `UPDATE invocations SET status = 'failed', status_reason = $1, finished_at = $2, updated_at = $2
+      `UPDATE invocations SET status = 'failed', status_reason = $1, output = $3, finished_at = $2, updated_at = $2
         WHERE deployment_id IS NOT NULL AND status IN ('queued', 'running') RETURNING id`,
-      [INTERRUPTED_BY_RESTART, now],
+      [INTERRUPTED_BY_RESTART, now, errorOutput(INTERRUPTED_BY_RESTART)],
     );
     await tx.query(`UPDATE api_keys SET deleted_at = $1 WHERE invocation_id IS NOT NULL AND deleted_at IS NULL`, [now]);
     if (rows.length > 0) deps.log.warn({ invocations: rows.map((row) => row.id) }, 'invocations whose runs a previous process left unfinished: failed');
