@@ -69,7 +69,7 @@ describe.skipIf(!hasGo)('kernel deploy / kernel invoke on the wire (Go SDK 0.24.
   it('deploys with env_vars.KEY fields: the build runs to running, each app summarised before the running state', () => {
     expect(report.deploy).toMatchObject({ status: 'running', status_reason: '', summaries: [`${appName}@v1`], actions: ['env', 'fail'] });
     // Redacted as for any API-key caller; the app gets the values (below).
-    expect(report.deploy.summary_env).toEqual({ FOO: '', B: '' });
+    expect(report.deploy.summary_env).toEqual({ FOO: '', B: '', ENTRYPOINT_RELPATH: '' });
     const states = report.deploy.events.filter((event) => event.startsWith('deployment_state'));
     expect(states).toEqual(['deployment_state:queued', 'deployment_state:in_progress', 'deployment_state:running']);
     expect(report.deploy.events.indexOf('app_version_summary')).toBeLessThan(report.deploy.events.indexOf('deployment_state:running'));
@@ -80,10 +80,11 @@ describe.skipIf(!hasGo)('kernel deploy / kernel invoke on the wire (Go SDK 0.24.
     for (const file of ['index.js', 'lib/greet.js', 'package.json']) expect(((await stat(path.join(built, file))).mode & 0o777).toString(8)).toBe('644');
   });
 
-  it('answers the async invoke queued, then follows it to its output; the action saw the env vars', () => {
+  it('answers the async invoke queued, then follows it to its output; the action saw the env vars and ENTRYPOINT_RELPATH', () => {
     const env = report.invokes.env!;
     expect(env).toMatchObject({ create_status: 'queued', status: 'succeeded', stream_error: '' });
-    expect(JSON.parse(env.output)).toEqual({ foo: 'bar', spaced: 'x y', greeting: 'hello go' });
+    // ENTRYPOINT_RELPATH is the platform's (as Kernel's CLI says): the deployment's own value is overridden.
+    expect(JSON.parse(env.output)).toEqual({ foo: 'bar', spaced: 'x y', entry: 'index.js', greeting: 'hello go' });
     expect(env.logs).toContain('env action for go');
   });
 

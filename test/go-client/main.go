@@ -25,7 +25,7 @@ import { greeting } from './lib/greet.js';
 const app = new Kernel().app(APP_NAME);
 app.action('env', async (ctx, payload) => {
   console.log('env action for ' + payload.who);
-  return { foo: process.env.FOO ?? null, spaced: process.env.B ?? null, greeting: greeting(payload.who) };
+  return { foo: process.env.FOO ?? null, spaced: process.env.B ?? null, entry: process.env.ENTRYPOINT_RELPATH ?? null, greeting: greeting(payload.who) };
 });
 app.action('fail', async (ctx) => {
   throw new Error('failing on purpose');
@@ -95,7 +95,7 @@ func deploy(ctx context.Context, client kernel.Client, appName string, out *repo
 	}
 	created, err := client.Deployments.New(ctx, kernel.DeploymentNewParams{
 		EntrypointRelPath: kernel.Opt("index.js"),
-		EnvVars:           map[string]string{"FOO": "bar", "B": "x y"},
+		EnvVars:           map[string]string{"FOO": "bar", "B": "x y", "ENTRYPOINT_RELPATH": "not the app's to set"},
 		File:              bytes.NewReader(zipped),
 		Force:             kernel.Opt(false),
 		Version:           kernel.Opt("v1"),

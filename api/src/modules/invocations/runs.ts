@@ -122,8 +122,9 @@ async function execute(deps: AppDeps, browsers: InvocationBrowsers, scope: Scope
         buildDir: path.join(dataDir, 'apps', 'builds', version.deployment_id),
         entry: version.entry,
         runtime: 'node',
-        // The deployment's variables first: the service's own two are not the app's to replace.
-        env: { ...version.env_vars, KERNEL_BASE_URL: baseUrl, KERNEL_API_KEY: key },
+        // The deployment's variables first: the service's own are not the app's to replace
+        // (Kernel's CLI lists KERNEL_API_KEY and ENTRYPOINT_RELPATH as set by the platform).
+        env: { ...version.env_vars, KERNEL_BASE_URL: baseUrl, KERNEL_API_KEY: key, ENTRYPOINT_RELPATH: version.entrypoint_rel_path },
         timeoutMs,
         signal: controller.signal,
         onLog: logs.add,
