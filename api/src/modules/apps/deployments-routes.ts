@@ -31,7 +31,8 @@ export function deploymentRoutes(deps: AppDeps, queue: BuildQueue | undefined, f
       summary: 'Deploy an app: upload a file or a zip, or name a git source; the build runs in the background',
       description:
         'multipart/form-data: file (a .js/.mjs/.cjs/.ts file or a zip), entrypoint_rel_path, version (default latest), force (true/false), ' +
-        'region (aws.us-east-1a), env_vars[KEY] fields; or source, a JSON object {type: github, url, ref, entrypoint, path?, auth?}. ' +
+        'region (aws.us-east-1a), env_vars[KEY] or env_vars.KEY fields; or source, a JSON object {type: github, url, ref, entrypoint, path?, auth?} ' +
+        '(or its fields as source[url], source[auth][token] or source.url, source.auth.token). ' +
         'A git source may also be sent as application/json. Answers the queued deployment; follow GET /deployments/{id}/events for the build.',
       tags,
       auth: 'project',
