@@ -36,6 +36,25 @@ def totp(secret, counter, algorithm, digits):
 `;
 
 describe('the Python SDK 0.131', () => {
+  it('deploys with env_vars[KEY] and sends a source as source[...] brackets, both read', async () => {
+    const got = await runPython<{ id: string; env: Record<string, string> }>(
+      target,
+      `
+      d = client().deployments.create(file=("index.js", b"export {}"), entrypoint_rel_path="index.js", env_vars={"FOO": "bar"}, version=${JSON.stringify(unique('py'))})
+      client().deployments.delete(d.id)
+      emit({"id": d.id, "env": d.env_vars})
+      `,
+    );
+    expect(got.env).toEqual({ FOO: '' });
+    // A local repository is refused for what it is: the bracketed source was read whole.
+    const error = await runPython(
+      target,
+      'client().deployments.create(source={"type": "github", "url": "/etc", "ref": "main", "entrypoint": "a.js", "auth": {"method": "github_token", "token": "t"}})',
+    ).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PythonError);
+    expect(error).toMatchObject({ status: 400, body: { code: 'invalid_source' } });
+  });
+
   it('creates a browser with Kernel(project=name) in that project, not the default one', async () => {
     const project = unique('Python Project');
     await service.client().projects.create({ name: project });
