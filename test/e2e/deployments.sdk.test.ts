@@ -255,7 +255,7 @@ describe('bad input', () => {
       expect(env.error).toMatchObject({ code: 'invalid_request', details: [expect.objectContaining({ field: 'body.env_vars.BAD-NAME' })] });
       const local = await rejection(client.deployments.create({ source: { type: 'github', url: 'ssh://git@example.test/a.git', ref: 'main', entrypoint: 'index.ts' } }), BadRequestError);
       expect(local.error).toMatchObject({ code: 'invalid_source', details: [expect.objectContaining({ field: 'body.source.url' })] });
-      const entry = await rejection(client.deployments.create({ file: await singleTs('x'), entrypoint_rel_path: 'index.py' }), BadRequestError);
+      const entry = await rejection(client.deployments.create({ file: await singleTs('x'), entrypoint_rel_path: 'index.rb' }), BadRequestError);
       expect(entry.error).toMatchObject({ code: 'invalid_entrypoint' });
     });
   });
