@@ -1,5 +1,5 @@
 import { mkdtempSync } from 'node:fs';
-import { chmod, mkdir, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readdir, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -123,8 +123,26 @@ describe.skipIf(process.getuid?.() !== 0)('a Python app', () => {
     const lines: string[] = [];
     const error = await install(dir, lines).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(BuildError);
-    expect((error as Error).message).toMatch(/^pip install -r \.browserplane\/requirements\.txt failed/);
+    expect((error as Error).message).toMatch(/^pip install failed \(exit 1\): a dependency could not be installed/);
     expect(lines.join('\n')).toMatch(/browserplane-no-such-package-xyz/);
+  }, 300_000);
+
+  it('replaces a venv the source carries, and makes none through a link out of the build dir', async () => {
+    // A planted interpreter would run in place of the venv's python.
+    const planted = await buildDir('dep_py_planted', { 'main.py': APP, 'helpers.py': 'def shout(text):\n    return text.upper()\n', 'requirements.txt': 'kernel==0.131.0\n' });
+    await mkdir(path.join(planted, '.browserplane', 'venv', 'bin'), { recursive: true });
+    await writeFile(path.join(planted, '.browserplane', 'venv', 'bin', 'python'), '#!/bin/sh\necho planted >&3\n', { mode: 0o755 });
+    await install(planted);
+    expect(await inspectApps({ ...app, buildDir: planted })).toMatchObject({ apps: [{ name: 'py-demo' }] });
+    // A git tree keeps links: .browserplane -> a dir of the host. Root must not clear or fill it.
+    const outside = path.join(dataDir, 'outside');
+    await mkdir(path.join(outside, 'venv'), { recursive: true });
+    await writeFile(path.join(outside, 'venv', 'keep.txt'), 'host file');
+    const linked = await buildDir('dep_py_link', { 'main.py': APP });
+    await symlink(outside, path.join(linked, '.browserplane'));
+    await expect(install(linked)).rejects.toThrow(/python3 -m venv failed/);
+    expect(await readFile(path.join(outside, 'venv', 'keep.txt'), 'utf8')).toBe('host file');
+    expect(await readdir(path.join(outside, 'venv'))).toEqual(['keep.txt']);
   }, 300_000);
 
   it('refuses a pyproject.toml that is not TOML, or whose dependencies smuggle pip options', async () => {

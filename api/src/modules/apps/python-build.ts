@@ -1,4 +1,4 @@
-import { lstat, writeFile } from 'node:fs/promises';
+import { lstat } from 'node:fs/promises';
 import path from 'node:path';
 import { BuildError } from './build-error.js';
 import { VENV_DIR } from './python-runner.js';
@@ -16,15 +16,13 @@ import { runSandboxed, type LogStream } from './sandbox.js';
  *      flat layout). A uv.lock is not read: pip resolves the declared ranges (uv is not on
  *      the host; docs/apps.md says so). A single .py file gets kernel at the version the
  *      e2e tier checks, as a single index.ts gets @onkernel/sdk;
- *   3. `pip install -r` of that list, with network.
+ *   3. `pip install` of that list (`-r requirements.txt`, or the requirements after `--`), with network.
  */
 
 export const PY_ENTRY = /\.py$/;
 
 /** The `kernel` a source without pyproject.toml or requirements.txt gets (the one scripts/python-sdk.sh tests). */
 export const DEFAULT_PYTHON_SDK_VERSION = '0.131.0';
-
-const GENERATED_REQUIREMENTS = '.browserplane/requirements.txt';
 
 const READ_PYPROJECT = `
 import json, os, sys
@@ -70,14 +68,17 @@ export async function installPythonDependencies(buildDir: string, options: StepO
       resultFd,
     });
 
-  options.onLog('stdout', `python3 -m venv ${VENV_DIR}`);
-  const venv = await run('python3', ['-m', 'venv', VENV_DIR], false);
+  // --clear: a venv the source carries (.browserplane/venv in a zip) must not stand in for
+  // ours. Done in the sandbox, as every write into the build dir is: a git tree may hold
+  // links (.browserplane -> /somewhere) that root would follow.
+  options.onLog('stdout', `python3 -m venv --clear ${VENV_DIR}`);
+  const venv = await run('python3', ['-m', 'venv', '--clear', VENV_DIR], false);
   if (venv.timedOut) throw new BuildError('making the virtualenv took longer than the build may (BROWSERPLANE_APP_BUILD_TIMEOUT_SECONDS)');
   if (venv.code !== 0) throw new BuildError(`python3 -m venv failed (exit ${venv.code ?? venv.signal}): the host needs python3 and python3-venv`);
   options.signal.throwIfAborted();
 
-  let requirements = 'requirements.txt';
-  if (!(await exists(path.join(buildDir, requirements)))) {
+  let what = ['-r', 'requirements.txt'];
+  if (!(await exists(path.join(buildDir, 'requirements.txt')))) {
     let dependencies: string[];
     if (await exists(path.join(buildDir, 'pyproject.toml'))) {
       if (await exists(path.join(buildDir, 'uv.lock'))) options.onLog('stdout', 'uv.lock is not read: pip installs the ranges of [project].dependencies');
@@ -94,13 +95,13 @@ export async function installPythonDependencies(buildDir: string, options: StepO
       dependencies = [`kernel==${DEFAULT_PYTHON_SDK_VERSION}`];
     }
     if (dependencies.length === 0) return;
-    requirements = GENERATED_REQUIREMENTS;
-    await writeFile(path.join(buildDir, requirements), dependencies.join('\n') + '\n', { mode: 0o644 });
+    // After `--` (optparse's end of options) a requirement is never read as an option.
+    what = ['--', ...dependencies];
   }
-  options.onLog('stdout', `pip install -r ${requirements}`);
-  const pip = await run(python, ['-E', '-m', 'pip', 'install', '--no-input', '--disable-pip-version-check', '--progress-bar', 'off', '-r', requirements], true);
+  options.onLog('stdout', `pip install ${what.join(' ')}`);
+  const pip = await run(python, ['-E', '-m', 'pip', 'install', '--no-input', '--disable-pip-version-check', '--progress-bar', 'off', ...what], true);
   if (pip.timedOut) throw new BuildError('pip took longer than the build may (BROWSERPLANE_APP_BUILD_TIMEOUT_SECONDS)');
-  if (pip.code !== 0) throw new BuildError(`pip install -r ${requirements} failed (exit ${pip.code ?? pip.signal})`);
+  if (pip.code !== 0) throw new BuildError(`pip install failed (exit ${pip.code ?? pip.signal}): a dependency could not be installed`);
 }
 
 function parseAnswer(text: string | undefined): { dependencies?: unknown; error?: unknown } | undefined {
