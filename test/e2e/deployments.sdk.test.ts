@@ -144,7 +144,7 @@ describe('deploying with the SDK', () => {
     expect(done.status_reason).toMatch(/npm install failed/);
     expect(done.status_reason).toMatch(/E404|404 Not Found/);
     // Nothing runs from a failed build: its dir is gone.
-    expect(existsSync(path.join(service.dataDir, 'apps', 'builds', created.id))).toBe(false);
+    await expect.poll(() => existsSync(path.join(service.dataDir, 'apps', 'builds', created.id)), { timeout: 5000 }).toBe(false);
     expect((await client.apps.list()).getPaginatedItems()).toEqual([]);
   });
 
