@@ -52,7 +52,6 @@ export type InspectApps = (opts: {
   dataDir: string;
 }) => Promise<{ apps: { name: string; actions: { name: string }[] }[] }>;
 
-
 export interface BuildContext {
   settings: AppsSettings;
   inspectApps: InspectApps;
