@@ -43,6 +43,11 @@ def read(ctx, payload):
     with open(payload["path"]) as f:
         return f.read()
 
+@app.action("hang")
+def hang(ctx, payload):
+    import time
+    time.sleep(120)
+
 @app.action("write")
 def write(ctx, payload):
     with open(payload["path"], "w") as f:
@@ -86,7 +91,7 @@ describe.skipIf(process.getuid?.() !== 0)('a Python app', () => {
   });
 
   it('reads the apps and actions the entry registers', async () => {
-    expect(await inspectApps(app)).toEqual({ apps: [{ name: 'py-demo', actions: ['echo', 'ctx-only', 'fail', 'not-json', 'read', 'write'].map((name) => ({ name })) }] });
+    expect(await inspectApps(app)).toEqual({ apps: [{ name: 'py-demo', actions: ['echo', 'ctx-only', 'fail', 'not-json', 'read', 'hang', 'write'].map((name) => ({ name })) }] });
   });
 
   it('runs sync and async actions with the payload positional (None when absent) and the context', async () => {
@@ -103,6 +108,12 @@ describe.skipIf(process.getuid?.() !== 0)('a Python app', () => {
     expect(await invoke('not-json')).toMatchObject({ ok: false, error: expect.stringMatching(/^the action's return value is not JSON: .*set/) as string });
     expect(await invoke('echo', { payload: '"h\u00e9"' })).toEqual({ ok: true, output: '{"invocation":"inv_py","payload":"hé"}' });
     expect(await invoke('missing')).toEqual({ ok: false, error: 'app "py-demo" has no action named "missing"' });
+  });
+
+  it('ends an action at its timeout', async () => {
+    const started = Date.now();
+    expect(await invoke('hang', { timeoutMs: 1500 })).toEqual({ ok: false, error: 'timed out after 2s' });
+    expect(Date.now() - started).toBeLessThan(8000);
   });
 
   it('cannot read the data dir beside its build, nor write its own build', async () => {
