@@ -144,7 +144,7 @@ describe('deploying with the SDK', () => {
     expect(done.status_reason).toMatch(/npm install failed/);
     expect(done.status_reason).toMatch(/E404|404 Not Found/);
     // Nothing runs from a failed build: its dir is gone.
-    expect(existsSync(path.join(service.dataDir, 'apps', 'builds', created.id))).toBe(false);
+    await expect.poll(() => existsSync(path.join(service.dataDir, 'apps', 'builds', created.id)), { timeout: 5000 }).toBe(false);
     expect((await client.apps.list()).getPaginatedItems()).toEqual([]);
   });
 
@@ -255,7 +255,7 @@ describe('bad input', () => {
       expect(env.error).toMatchObject({ code: 'invalid_request', details: [expect.objectContaining({ field: 'body.env_vars.BAD-NAME' })] });
       const local = await rejection(client.deployments.create({ source: { type: 'github', url: 'ssh://git@example.test/a.git', ref: 'main', entrypoint: 'index.ts' } }), BadRequestError);
       expect(local.error).toMatchObject({ code: 'invalid_source', details: [expect.objectContaining({ field: 'body.source.url' })] });
-      const entry = await rejection(client.deployments.create({ file: await singleTs('x'), entrypoint_rel_path: 'index.py' }), BadRequestError);
+      const entry = await rejection(client.deployments.create({ file: await singleTs('x'), entrypoint_rel_path: 'index.rb' }), BadRequestError);
       expect(entry.error).toMatchObject({ code: 'invalid_entrypoint' });
     });
   });

@@ -162,7 +162,7 @@ export class BuildQueue {
           deployment_id: row.id,
           app_name: app.name,
           version: row.version,
-          runtime: 'node',
+          runtime: output.runtime,
           entry: output.entry,
           actions: app.actions.map((action) => ({ name: action.name })),
           env_vars: row.env_vars,

@@ -6,6 +6,10 @@ import { extractZip, isZipFile, safeRelativePath } from './unpack.js';
 import { fetchGitSource, SourceError } from './git-source.js';
 import { buildDirOf, sourcePath, type AppsSettings } from './settings.js';
 import type { DeploymentRow } from './deployments-store.js';
+import { BuildError } from './build-error.js';
+import { installPythonDependencies, PY_ENTRY } from './python-build.js';
+
+export { BuildError };
 
 /**
  * One deployment's build, from its stored source to the apps its entrypoint registers:
@@ -22,6 +26,7 @@ import type { DeploymentRow } from './deployments-store.js';
  *      files bundled, node_modules packages external so the app's @onkernel/sdk is the one
  *      whose registry the runner reads). esbuild runs in the sandbox as well: a link an
  *      install script planted (src/x.json -> /root/...) would otherwise be read by root;
+ *   A .py entrypoint instead gets a virtualenv and pip (python-build.ts), no bundling;
  *   4. the runner's inspectApps reads the registry (api/src/modules/apps/runner.ts).
  *
  * Every step shares one deadline (BROWSERPLANE_APP_BUILD_TIMEOUT_SECONDS) and the signal
@@ -39,15 +44,13 @@ export const BUILT_ENTRY = '.browserplane/entry.mjs';
 export type InspectApps = (opts: {
   buildDir: string;
   entry: string;
-  runtime: 'node';
+  runtime: 'node' | 'python';
   env: Record<string, string>;
   timeoutMs: number;
   signal?: AbortSignal;
   onLog?: (stream: LogStream, line: string) => void;
   dataDir: string;
 }) => Promise<{ apps: { name: string; actions: { name: string }[] }[] }>;
-
-export class BuildError extends Error {}
 
 export interface BuildContext {
   settings: AppsSettings;
@@ -60,6 +63,7 @@ export interface BuildContext {
 
 export interface BuildOutput {
   entry: string;
+  runtime: 'node' | 'python';
   checksum: string | undefined;
   apps: { name: string; actions: { name: string }[] }[];
 }
@@ -103,21 +107,26 @@ export async function buildDeployment(row: DeploymentRow, ctx: BuildContext): Pr
   ctx.signal.throwIfAborted();
   await checkEntrypoint(buildDir, row.entrypoint_rel_path);
 
-  await installDependencies(buildDir, { dataDir, signal: ctx.signal, onLog, timeoutMs: remaining });
+  let entry = safeRelativePath(row.entrypoint_rel_path, 'entrypoint_rel_path').join('/');
+  const runtime = PY_ENTRY.test(entry) ? 'python' : 'node';
+  if (runtime === 'python') await installPythonDependencies(buildDir, { dataDir, signal: ctx.signal, onLog, timeoutMs: remaining });
+  else await installDependencies(buildDir, { dataDir, signal: ctx.signal, onLog, timeoutMs: remaining });
   ctx.signal.throwIfAborted();
 
-  let entry = safeRelativePath(row.entrypoint_rel_path, 'entrypoint_rel_path').join('/');
   if (TS_ENTRY.test(entry)) {
     await transpile(buildDir, entry, { dataDir, signal: ctx.signal, onLog, timeoutMs: remaining() });
     entry = BUILT_ENTRY;
   }
   ctx.signal.throwIfAborted();
   ctx.log('reading the apps the entrypoint registers');
-  const { apps } = await ctx.inspectApps({ buildDir, entry, runtime: 'node', env: row.env_vars, timeoutMs: remaining(), signal: ctx.signal, onLog, dataDir });
+  const { apps } = await ctx.inspectApps({ buildDir, entry, runtime, env: row.env_vars, timeoutMs: remaining(), signal: ctx.signal, onLog, dataDir });
+  if (apps.length === 0 && runtime === 'python') {
+    throw new BuildError(`${row.entrypoint_rel_path} registered no app: call kernel.App(name) and decorate a function with @app.action(name) at the top level of the entrypoint`);
+  }
   if (apps.length === 0) {
     throw new BuildError(`${row.entrypoint_rel_path} registered no app: call new Kernel().app(name) and app.action(name, handler) at the top level of the entrypoint`);
   }
-  return { entry, checksum, apps };
+  return { entry, runtime, checksum, apps };
 }
 
 /** A stored upload into the build dir: a zip extracted, a single file as the entrypoint. */
@@ -168,7 +177,7 @@ async function checkEntrypoint(buildDir: string, entrypoint: string): Promise<vo
   const parts = safeRelativePath(entrypoint, 'entrypoint_rel_path');
   const info = await lstat(path.join(buildDir, ...parts)).catch(() => undefined);
   if (!info?.isFile()) throw new BuildError(`the entrypoint ${entrypoint} is not a file of the source`);
-  if (!TS_ENTRY.test(entrypoint) && !JS_ENTRY.test(entrypoint)) throw new BuildError(`the entrypoint ${entrypoint} is not a .js, .mjs, .cjs or .ts file`);
+  if (!TS_ENTRY.test(entrypoint) && !JS_ENTRY.test(entrypoint) && !PY_ENTRY.test(entrypoint)) throw new BuildError(`the entrypoint ${entrypoint} is not a .js, .mjs, .cjs, .ts or .py file`);
 }
 
 interface StepOptions {

@@ -19,7 +19,7 @@ import { ensureAppsDirs } from './sandbox.js';
 import { sourcePath, spoolDir, type AppsSettings } from './settings.js';
 import { isZipFile, planZip, safeRelativePath } from './unpack.js';
 
-const ENTRY_FILE = /\.(js|mjs|cjs|ts|mts|cts)$/;
+const ENTRY_FILE = /\.(js|mjs|cjs|ts|mts|cts|py)$/;
 
 export function appsSettings(deps: AppDeps): AppsSettings {
   const settings = deps.settings.apps;
@@ -49,7 +49,7 @@ export async function createDeployment(deps: AppDeps, queue: BuildQueue | undefi
     safeRelativePath(entrypoint, input.source ? 'source.entrypoint' : 'entrypoint_rel_path');
     if (input.source?.path !== undefined) safeRelativePath(input.source.path, 'source.path');
     if (input.source) checkSource(input.source.url, settings);
-    if (!ENTRY_FILE.test(entrypoint)) throw badRequest('invalid_entrypoint', `The entrypoint ${JSON.stringify(entrypoint)} must be a .js, .mjs, .cjs or .ts file`);
+    if (!ENTRY_FILE.test(entrypoint)) throw badRequest('invalid_entrypoint', `The entrypoint ${JSON.stringify(entrypoint)} must be a .js, .mjs, .cjs, .ts or .py file`);
     if (spooled) {
       if (spooled.size === 0) throw badRequest('invalid_request', 'The file is empty', [{ code: 'empty', message: 'the file part holds no bytes', field: 'body.file' }]);
       if (await isZipFile(spooled.path)) {

@@ -1,22 +1,25 @@
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { copyFile, mkdir, readFile, rename } from 'node:fs/promises';
 import path from 'node:path';
+import { copyFile, mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { packageRoot } from '../../paths.js';
 import { ensureAppsDirs, runSandboxed, type LogStream, type SandboxResult } from './sandbox.js';
+import { PYTHON_RUNNER, PYTHON_RUNNER_NAME, venvPython } from './python-runner.js';
 
 /**
  * Runs an app version's code in the sandbox: inspectApps (the apps and actions an entry
- * registers, at the end of a build) and runAction (one invocation). Both start
- * runner-child.js under Node inside the sandbox, which sees the build dir read-only, the
- * runner script read-only and a scratch /tmp; it answers on fd 3 (the app's stdout and
- * stderr are its log).
+ * registers, at the end of a build) and runAction (one invocation). Both start, by the
+ * app version's runtime, runner-child.js under Node or runner.py (python-runner.ts) under
+ * the build's venv python inside the sandbox, which sees the build dir (the venv in it)
+ * read-only, the runner scripts read-only, /usr read-only (Python's standard library is
+ * /usr/lib/python3.*) and a scratch /tmp; it answers on fd 3 (the app's stdout and stderr
+ * are its log).
  */
 
 export interface RunnerOptions {
   buildDir: string;
   entry: string;
-  runtime: 'node';
+  runtime: 'node' | 'python';
   env: Record<string, string>;
   timeoutMs: number;
   signal?: AbortSignal;
@@ -43,10 +46,12 @@ function installChild(dataDir: string): Promise<string> {
     if (!existsSync(compiled)) throw new Error(`${compiled} is missing: build the service first (npm run build)`);
     const text = await readFile(compiled);
     const { apps } = await ensureAppsDirs(dataDir);
-    const dir = path.join(apps, 'runtime', createHash('sha256').update(text).digest('hex').slice(0, 16));
+    const dir = path.join(apps, 'runtime', createHash('sha256').update(text).update(PYTHON_RUNNER).digest('hex').slice(0, 16));
     const target = path.join(dir, CHILD_NAME);
     if (!existsSync(target)) {
       await mkdir(dir, { recursive: true, mode: 0o755 });
+      await writeFile(path.join(dir, `${PYTHON_RUNNER_NAME}.tmp`), PYTHON_RUNNER, { mode: 0o644 });
+      await rename(path.join(dir, `${PYTHON_RUNNER_NAME}.tmp`), path.join(dir, PYTHON_RUNNER_NAME));
       await copyFile(compiled, `${target}.tmp`);
       await rename(`${target}.tmp`, target);
     }
@@ -57,17 +62,28 @@ function installChild(dataDir: string): Promise<string> {
 }
 
 async function runChild(options: RunnerOptions, args: string[], stdin: string | undefined): Promise<{ result: SandboxResult; answer: unknown }> {
-  if (options.runtime !== 'node') throw new Error(`runtime ${String(options.runtime)} is not supported yet`);
   const childDir = await installChild(options.dataDir);
   const entry = path.resolve(options.buildDir, options.entry);
   if (!entry.startsWith(path.resolve(options.buildDir) + path.sep)) throw new Error(`entry ${options.entry} lies outside the build dir`);
+  const python = options.runtime === 'python';
+  if (!python && options.runtime !== 'node') throw new Error(`runtime ${String(options.runtime)} is not supported`);
   const result = await runSandboxed({
-    command: process.execPath,
-    args: [`--max-old-space-size=${RUNNER_HEAP_MB}`, '--enable-source-maps', path.join(childDir, CHILD_NAME), args[0]!, entry, ...args.slice(1)],
+    ...(python
+      ? {
+          command: venvPython(options.buildDir),
+          // -E: no PYTHON* variable (PYTHONPATH, PYTHONSTARTUP) changes what runs; -u streams the
+          // log; -B writes no bytecode into the read-only build.
+          args: ['-E', '-u', '-B', '-X', 'utf8', path.join(childDir, PYTHON_RUNNER_NAME), args[0]!, entry, ...args.slice(1)],
+          env: { ...options.env },
+        }
+      : {
+          command: process.execPath,
+          args: [`--max-old-space-size=${RUNNER_HEAP_MB}`, '--enable-source-maps', path.join(childDir, CHILD_NAME), args[0]!, entry, ...args.slice(1)],
+          env: { NODE_ENV: 'production', ...options.env },
+        }),
     cwd: options.buildDir,
     writable: [],
     readable: [options.buildDir, childDir],
-    env: { NODE_ENV: 'production', ...options.env },
     timeoutMs: options.timeoutMs,
     ...(options.signal ? { signal: options.signal } : {}),
     ...(options.onLog ? { onLog: options.onLog } : {}),

@@ -100,7 +100,6 @@ async function execute(deps: AppDeps, browsers: InvocationBrowsers, scope: Scope
     try {
       unsubscribe = await deps.events.subscribe(invocationChannel(row.id), watch, watch);
       if (!dataDir || !baseUrl) throw new Error('apps do not run in this service (no data dir or no internal URL)');
-      if (version.runtime !== 'node') throw new Error(`runtime ${version.runtime} is not supported yet`);
       const key = generateApiKey();
       const now = deps.clock.now();
       keyId = (
@@ -121,7 +120,7 @@ async function execute(deps: AppDeps, browsers: InvocationBrowsers, scope: Scope
       result = await runAction({
         buildDir: path.join(dataDir, 'apps', 'builds', version.deployment_id),
         entry: version.entry,
-        runtime: 'node',
+        runtime: version.runtime,
         // The deployment's variables first: the service's own are not the app's to replace
         // (Kernel's CLI lists KERNEL_API_KEY and ENTRYPOINT_RELPATH as set by the platform).
         env: { ...version.env_vars, KERNEL_BASE_URL: baseUrl, KERNEL_API_KEY: key, ENTRYPOINT_RELPATH: version.entrypoint_rel_path },
