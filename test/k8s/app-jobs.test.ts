@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { BatchV1Api, CoreV1Api, KubeConfig, type V1Job } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAppJobClient, type AppJobClient, type FinishedOutcome } from '../../api/src/modules/apps/app-job-client.js';
 import { appJobOutcome, appJobSecret, buildJob, runJob, type AppJobOptions } from '../../api/src/modules/apps/app-jobs.js';
 import { eventually } from '../support/eventually.js';
 import { startControlPlane, type ControlPlane } from './support/control-plane.js';
@@ -16,10 +17,11 @@ let plane: ControlPlane;
 let batch: BatchV1Api;
 let core: CoreV1Api;
 let namespace: string;
+let config: KubeConfig;
 
 beforeAll(async () => {
   plane = await startControlPlane({ controllerManager: true, serviceAccountAdmission: true });
-  const config = new KubeConfig();
+  config = new KubeConfig();
   config.loadFromOptions({
     clusters: [{ name: 'test', server: plane.server, caData: readFileSync(plane.caFile).toString('base64') }],
     users: [{ name: 'test', token: plane.adminToken }],
@@ -82,5 +84,60 @@ describe('app Jobs in a real cluster', () => {
       intervalMs: 250,
       what: 'the garbage collector to delete the Secret',
     });
+  });
+});
+
+const silent = { warn: () => {}, error: () => {} };
+
+/** A client as one API replica runs it, recording the outcomes it hears by Job name. */
+function replica(): { client: AppJobClient; heard: Map<string, FinishedOutcome[]> } {
+  const heard = new Map<string, FinishedOutcome[]>();
+  const client = createAppJobClient({
+    config,
+    namespace,
+    log: silent,
+    onOutcome: (job, outcome) => heard.set(job.metadata!.name!, [...(heard.get(job.metadata!.name!) ?? []), outcome]),
+  });
+  return { client, heard };
+}
+const heardOf = (heard: Map<string, FinishedOutcome[]>, name: string) =>
+  eventually(() => heard.get(name)?.[0], { timeoutMs: 60_000, intervalMs: 250, what: `an outcome of ${name}` });
+
+describe('createAppJobClient', () => {
+  it('starts a Job with its owned Secret, hears it time out, and a replica started afterwards hears it too', async () => {
+    const first = replica();
+    await first.client.ready();
+    const wanted = runJob({ invocationId: 'inv_client1', deploymentId: 'dep_2', appName: 'a', actionName: 'b', timeoutMs: 1_000 }, { ...options(), startupAllowanceSeconds: 1 });
+    const created = await first.client.start(wanted, 'token-3');
+    const secret = await core.readNamespacedSecret({ name: created.metadata!.name!, namespace });
+    expect(Buffer.from(secret.data!.token!, 'base64').toString()).toBe('token-3');
+    expect(secret.metadata!.ownerReferences).toEqual([expect.objectContaining({ kind: 'Job', uid: created.metadata!.uid })]);
+    const timeout = { state: 'failed', reason: "timed out after 2s (the Job's activeDeadlineSeconds)" };
+    expect(await heardOf(first.heard, 'app-run-inv-client1')).toEqual(timeout);
+    // The replica that started it goes away; one that starts later lists the ended Job.
+    await first.client.close();
+    const second = replica();
+    await second.client.ready();
+    expect(second.heard.get('app-run-inv-client1')?.[0]).toEqual(timeout);
+    await second.client.close();
+  });
+
+  it('hears a cancelled Job as deleted before it finished, and cancelling an absent Job is no error', async () => {
+    const { client, heard } = replica();
+    await client.ready();
+    const created = await client.start(runJob({ invocationId: 'inv_cancel', deploymentId: 'dep_2', appName: 'a', actionName: 'b', timeoutMs: 600_000 }, options()), 't');
+    await client.cancel(created.metadata!.name!);
+    expect(await heardOf(heard, 'app-run-inv-cancel')).toEqual({ state: 'failed', reason: 'the Job was deleted before it finished' });
+    await expect(client.cancel('app-run-never-made')).resolves.toBeUndefined();
+    await client.close();
+  });
+
+  it('deletes the Job again when its Secret cannot be made, and throws', async () => {
+    const { client } = replica();
+    const wanted = runJob({ invocationId: 'inv_clash', deploymentId: 'dep_2', appName: 'a', actionName: 'b', timeoutMs: 600_000 }, options());
+    await core.createNamespacedSecret({ namespace, body: { metadata: { name: 'app-run-inv-clash' }, stringData: { token: 'someone else' } } });
+    await expect(client.start(wanted, 't')).rejects.toThrow(/already exists/);
+    await eventually(async () => (await readJob('app-run-inv-clash')) === undefined, { timeoutMs: 30_000, intervalMs: 250, what: 'the Job to be deleted' });
+    await client.close();
   });
 });
