@@ -233,6 +233,9 @@ describe('a reset on release', () => {
     } finally {
       await holder.close();
     }
+    // The client's close reaches the agent a moment later (a loaded host takes longer): the
+    // reset below must find no connection to close, so wait until the agent counts none.
+    await expect.poll(async () => (await health(agentUrl)).connections, { timeout: 10_000 }).toBe(0);
     const ok = await postReset(agentUrl, '{"start_url": "about:blank"}');
     expect(ok.status).toBe(200);
     expect(await ok.json()).toEqual({ closed_connections: 0, closed_targets: 1, disposed_contexts: 0, cookies_restored: 0 });

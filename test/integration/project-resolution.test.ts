@@ -47,7 +47,7 @@ describe('project resolution', () => {
       const auth = await resolve(tenant.adminKey);
       expect(auth).toEqual({
         orgId: tenant.orgId,
-        apiKey: { id: tenant.adminKeyId, name: 'admin', projectId: null },
+        apiKey: { id: tenant.adminKeyId, name: 'admin', projectId: null, invocationId: null },
         project: { id: tenant.defaultProjectId, name: 'default' },
       });
     });
@@ -98,7 +98,7 @@ describe('project resolution', () => {
       const { tenant, project, scoped } = await arrange();
       expect(await resolve(scoped.key)).toEqual({
         orgId: tenant.orgId,
-        apiKey: { id: scoped.id, name: 'scoped', projectId: project.id },
+        apiKey: { id: scoped.id, name: 'scoped', projectId: project.id, invocationId: null },
         project,
       });
     });
