@@ -336,6 +336,22 @@ describe('the build runs the app author\'s code confined', () => {
     expect((await client.apps.list()).getPaginatedItems()).toEqual([]);
   });
 
+  it('writes no file through a package.json the repository made a link (the service writes it as root)', async () => {
+    const { client } = await inNewProject();
+    const outside = path.join(scratch, `planted-${Date.now()}`);
+    const url = await bareRepository({
+      'index.js': `import Kernel from '@onkernel/sdk';\nnew Kernel().app('planted').action('a', async (_ctx) => 1);\n`,
+      'package.json': [outside],
+    });
+    const created = await client.deployments.create({ source: { type: 'github', url, ref: 'main', entrypoint: 'index.js' } });
+    await follow(client, created.id);
+    const done = await client.deployments.retrieve(created.id);
+    expect(done.status).toBe('failed');
+    expect(done.status_reason).toMatch(/package\.json is not a regular file/);
+    // Written through the link, the service's default manifest would now be there.
+    await expect(readFile(outside, 'utf8')).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
   it('runs install scripts where the data dir is out of reach', async () => {
     const { client } = await inNewProject();
     const keyFile = path.join(service.dataDir, 'admin-api-key');

@@ -192,7 +192,14 @@ async function installDependencies(buildDir: string, options: StepOptions & { ti
   const manifest = path.join(buildDir, 'package.json');
   if (!(await exists(manifest))) {
     options.onLog('stdout', `no package.json: installing @onkernel/sdk ${DEFAULT_SDK_VERSION}`);
-    await writeFile(manifest, JSON.stringify({ private: true, type: 'module', dependencies: { '@onkernel/sdk': DEFAULT_SDK_VERSION } }, null, 2) + '\n');
+    // Written as root into a tree the app's author made: 'wx' (O_EXCL) never follows a link
+    // a git source may have planted under this name (to a host file: root would write it).
+    await writeFile(manifest, JSON.stringify({ private: true, type: 'module', dependencies: { '@onkernel/sdk': DEFAULT_SDK_VERSION } }, null, 2) + '\n', { flag: 'wx' }).catch(
+      (error: NodeJS.ErrnoException) => {
+        if (error.code === 'EEXIST') throw new BuildError('package.json is not a regular file of the source (a link or a directory)');
+        throw error;
+      },
+    );
   }
   const locked = await exists(path.join(buildDir, 'package-lock.json'));
   const args = [locked ? 'ci' : 'install', '--no-audit', '--no-fund', '--no-update-notifier', '--loglevel=warn'];
