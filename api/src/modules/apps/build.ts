@@ -8,6 +8,7 @@ import { buildDirOf, sourcePath, type AppsSettings } from './settings.js';
 import type { DeploymentRow } from './deployments-store.js';
 import { BuildError } from './build-error.js';
 import { installPythonDependencies, PY_ENTRY } from './python-build.js';
+import type { RunnerOptions } from './runner.js';
 
 export { BuildError };
 
@@ -41,16 +42,7 @@ const JS_ENTRY = /\.(js|mjs|cjs)$/;
 export const BUILT_ENTRY = '.browserplane/entry.mjs';
 
 /** What the build needs of the runner (runner.ts's inspectApps, injected so tests and the module wire it). */
-export type InspectApps = (opts: {
-  buildDir: string;
-  entry: string;
-  runtime: 'node' | 'python';
-  env: Record<string, string>;
-  timeoutMs: number;
-  signal?: AbortSignal;
-  onLog?: (stream: LogStream, line: string) => void;
-  dataDir: string;
-}) => Promise<{ apps: { name: string; actions: { name: string }[] }[] }>;
+export type InspectApps = (opts: RunnerOptions) => Promise<{ apps: { name: string; actions: { name: string }[] }[] }>;
 
 export interface BuildContext {
   settings: AppsSettings;
