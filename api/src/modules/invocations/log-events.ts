@@ -1,6 +1,7 @@
 import type { AppDeps } from '../../app-deps.js';
 import type { Queryable } from '../../db/pool.js';
 import { channelName } from '../../events/hub.js';
+import { appendDeploymentEvents } from '../apps/deployments-store.js';
 import { invocationChannel } from './service.js';
 
 /** An app's log line as the events stream sends it (the SDK's LogEvent). */
@@ -58,12 +59,7 @@ export class InvocationLogWriter {
         );
         await this.deps.events.publish(invocationChannel(this.invocationId), { id: this.invocationId, logs: batch.length });
         if (this.deploymentId !== null) {
-          // The same statement as the deployment's own events (apps/deployments-store.ts), which this module cannot import.
-          await this.deps.db.query(
-            `INSERT INTO deployment_events (deployment_id, at, event)
-             SELECT $1, (e->>'timestamp')::timestamptz, e FROM jsonb_array_elements($2::jsonb) AS e`,
-            [this.deploymentId, JSON.stringify(batch)],
-          );
+          await appendDeploymentEvents(this.deps.db, this.deploymentId, batch.map((event) => ({ at: new Date(event.timestamp), event })));
           await this.deps.events.publish(channelName('deployment', this.deploymentId), { id: this.deploymentId });
         }
       } catch (error) {
