@@ -206,6 +206,35 @@ describe('pod program: failures', () => {
   }
 });
 
+const PY_APP = `
+import kernel
+
+app = kernel.App("pod-py")
+
+@app.action("shout")
+def shout(ctx, payload):
+    print("shouting " + payload["text"])
+    return {"text": payload["text"].upper(), "invocation": ctx.invocation_id}
+`;
+
+describe('pod program: a Python app', () => {
+  it('builds a venv with real pip, and its bundle (venv links and all) runs the action in another work dir', async () => {
+    const source = Buffer.from(PY_APP);
+    const build = await podAgainst({ buildInput: buildInput('dep_podpy', source, 'main.py'), source }, ['build', 'dep_podpy'], workDir('build-py'));
+    expect(build.code).toBe(0);
+    expect(build.record.buildResult).toEqual({ ok: true, entry: 'main.py', runtime: 'python', checksum: sha256(source), apps: [{ name: 'pod-py', actions: [{ name: 'shout' }] }] });
+    const input = { ...runInput('inv_py', 'shout', { text: 'quiet' }), deployment_id: 'dep_podpy', app_name: 'pod-py', entry: 'main.py', runtime: 'python' };
+    const work = workDir('run-py');
+    const run = await podAgainst({ runInput: input, runBundle: build.record.bundle! }, ['invoke', 'inv_py', 'pod-py', 'shout'], work);
+    expect(run.code).toBe(0);
+    expect(run.record.runResult).toMatchObject({ ok: true });
+    expect(JSON.parse(run.record.runResult!.output as string)).toEqual({ text: 'QUIET', invocation: 'inv_py' });
+    expect(run.record.logs).toEqual(expect.arrayContaining([expect.objectContaining({ stream: 'stdout', message: 'shouting quiet' })]));
+    // The venv's python is an absolute link to the system's: kept as written by the bundle.
+    expect(await readlink(path.join(work, 'apps', 'builds', 'dep_podpy', '.browserplane', 'venv', 'bin', 'python3'))).toBe('/usr/bin/python3');
+  }, 600_000);
+});
+
 describe('pod bundle', () => {
   it('keeps symlinks as written, absolute ones too (a venv\'s bin/python), through pack and extract', async () => {
     const from = path.join(root, 'links-from');
