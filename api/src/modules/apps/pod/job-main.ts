@@ -18,8 +18,8 @@ import { createWireClient, type WireClient } from './wire-client.js';
  */
 
 const USAGE = 'usage: job-main.js build <deploymentId> | invoke <invocationId> <appName> <actionName>';
-/** After a SIGTERM, the most the pod waits for its work to stop before reporting 'cancelled' itself (Kubernetes' grace is 30 s). */
-const CANCEL_GRACE_MS = 15_000;
+/** After a SIGTERM, the most the pod waits for its work to stop before reporting 'cancelled' itself (the Job's grace is 5 s, app-jobs.ts). */
+const CANCEL_GRACE_MS = 3000;
 
 type Command = { kind: 'build'; deploymentId: string } | { kind: 'invoke'; invocationId: string; appName: string; actionName: string };
 
