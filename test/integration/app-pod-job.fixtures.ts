@@ -31,6 +31,9 @@ export interface StandInState {
   failFirst?: Record<string, number[]>;
   /** Paths that answer 409 subject_ended. */
   ended?: Set<string>;
+  /** Paths that never answer (a stalled transfer); each request to one is announced by onStall. */
+  stall?: Set<string>;
+  onStall?: (key: string) => void;
   /** Called with each log line as it arrives. */
   onLog?: (message: string) => void;
 }
@@ -60,6 +63,7 @@ export async function startStandIn(state: StandInState): Promise<StandIn> {
       if (req.headers.authorization !== `Bearer ${state.token}`) return error(401, 'unauthorized', 'unknown token');
       const planned = state.failFirst?.[key]?.shift();
       if (planned !== undefined) return error(planned, 'unavailable', 'planned failure');
+      if (state.stall?.has(key)) return state.onStall?.(key);
       if (state.ended?.has(key)) return error(409, 'subject_ended', 'the subject already ended');
       const json = (value: object) => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(value));
       const bytes = (value: Buffer | undefined, type: string) => (value ? res.writeHead(200, { 'content-type': type }).end(value) : error(404, 'not_found', 'none'));
@@ -98,7 +102,11 @@ export async function startStandIn(state: StandInState): Promise<StandIn> {
   return {
     url: `http://127.0.0.1:${port}`,
     record,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }
 

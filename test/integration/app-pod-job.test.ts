@@ -157,6 +157,23 @@ describe('pod program: a JS app built in one pod and invoked in another', () => 
 });
 
 describe('pod program: failures', () => {
+  it('on SIGTERM during a download that stalls, still posts cancelled within the Job\'s grace', async () => {
+    let stalled!: () => void;
+    const waiting = new Promise<void>((resolve) => (stalled = resolve));
+    const api = await startStandIn({ token: TOKEN, runInput: runInput('inv_stall', 'greet', null), stall: new Set(['GET /internal/app-jobs/run/bundle']), onStall: () => stalled() });
+    try {
+      const pod = startPod(['invoke', 'inv_stall', 'pod-demo', 'greet'], { url: api.url, token: TOKEN, workDir: workDir('run-stall') });
+      await Promise.race([waiting, pod.done]);
+      const sent = Date.now();
+      pod.kill('SIGTERM');
+      expect((await pod.done).code).toBe(0);
+      expect(Date.now() - sent).toBeLessThan(5000);
+      expect(api.record.runResult).toEqual({ ok: false, error: 'cancelled' });
+    } finally {
+      await api.close();
+    }
+  }, 60_000);
+
   it('posts ok:false with npm\'s last lines when a dependency does not exist, and uploads nothing', async () => {
     const manifest = { private: true, type: 'module', dependencies: { '@onkernel/sdk': '0.84.0', 'browserplane-no-such-package-7f3c9e': '1.0.0' } };
     const source = await zipOf({ 'package.json': JSON.stringify(manifest), 'index.js': "import { Kernel } from '@onkernel/sdk';\nnew Kernel().app('x');\n" });
