@@ -120,9 +120,20 @@ export interface PodRun {
   done: Promise<{ code: number | null; stderr: string }>;
 }
 
+export interface PodEnv {
+  url: string;
+  token: string;
+  workDir: string;
+  /** As root: the install (package root: dist, node_modules) mounted read-only, as the image's /app is. */
+  readOnlyInstall?: boolean;
+}
+
 /** The pod program as the runner image starts it: `node dist/.../job-main.js <args>`, with the env a Job gives it. */
-export function startPod(args: string[], env: { url: string; token: string; workDir: string }): PodRun {
-  const child = spawn(process.execPath, [path.join(packageRoot(), 'dist', 'api', 'src', 'modules', 'apps', 'pod', 'job-main.js'), ...args], {
+export function startPod(args: string[], env: PodEnv): PodRun {
+  const argv = [process.execPath, path.join(packageRoot(), 'dist', 'api', 'src', 'modules', 'apps', 'pod', 'job-main.js'), ...args];
+  const readOnly = ['unshare', '--mount', '--propagation', 'private', '--', 'sh', '-c', 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"', packageRoot()];
+  const command = env.readOnlyInstall ? [...readOnly, ...argv] : argv;
+  const child = spawn(command[0]!, command.slice(1), {
     cwd: packageRoot(),
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
@@ -151,6 +162,6 @@ export function startPod(args: string[], env: { url: string; token: string; work
   return run;
 }
 
-export async function runPod(args: string[], env: { url: string; token: string; workDir: string }): Promise<{ code: number | null; stderr: string }> {
+export async function runPod(args: string[], env: PodEnv): Promise<{ code: number | null; stderr: string }> {
   return startPod(args, env).done;
 }

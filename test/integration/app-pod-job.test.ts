@@ -18,6 +18,8 @@ import { runPod, sha256, startPod, startStandIn, type StandInState, type WireRec
 
 const TOKEN = 'job-token-for-tests';
 const MIB = 1024 * 1024;
+/** The image's /app is read-only: the JS build and invoke run with the install mounted so (needs root for the mount). */
+const READ_ONLY_INSTALL = { readOnlyInstall: process.getuid?.() === 0 };
 const LIMITS = { build_timeout_ms: 240_000, max_unpacked_bytes: 100 * MIB, max_files: 20_000 };
 
 const JS_APP = `
@@ -70,10 +72,10 @@ async function zipOf(files: Record<string, string>): Promise<Buffer> {
 }
 
 /** Runs one pod against a fresh stand-in; returns its exit and what the stand-in recorded. */
-async function podAgainst(state: Omit<StandInState, 'token'>, args: string[], work: string): Promise<{ code: number | null; stderr: string; record: WireRecord }> {
+async function podAgainst(state: Omit<StandInState, 'token'>, args: string[], work: string, options: { readOnlyInstall?: boolean } = {}): Promise<{ code: number | null; stderr: string; record: WireRecord }> {
   const api = await startStandIn({ token: TOKEN, ...state });
   try {
-    const { code, stderr } = await runPod(args, { url: api.url, token: TOKEN, workDir: work });
+    const { code, stderr } = await runPod(args, { url: api.url, token: TOKEN, workDir: work, ...options });
     return { code, stderr, record: api.record };
   } finally {
     await api.close();
@@ -92,7 +94,7 @@ describe('pod program: a JS app built in one pod and invoked in another', () => 
   let build: Awaited<ReturnType<typeof podAgainst>>;
 
   beforeAll(async () => {
-    build = await podAgainst({ buildInput: buildInput('dep_podjs', source, 'index.ts'), source }, ['build', 'dep_podjs'], workDir('build-js'));
+    build = await podAgainst({ buildInput: buildInput('dep_podjs', source, 'index.ts'), source }, ['build', 'dep_podjs'], workDir('build-js'), READ_ONLY_INSTALL);
   }, 300_000);
 
   it('builds with real npm, ships the build log, uploads the bundle and posts the apps', () => {
@@ -121,6 +123,7 @@ describe('pod program: a JS app built in one pod and invoked in another', () => 
       { runInput: runInput('inv_greet', 'greet', { name: 'Ada' }), runBundle: build.record.bundle!, failFirst: { 'GET /internal/app-jobs/run': [503] } },
       ['invoke', 'inv_greet', 'pod-demo', 'greet'],
       workDir('run-greet'),
+      READ_ONLY_INSTALL,
     );
     expect(run.code).toBe(0);
     expect(run.record.runResult).toMatchObject({ ok: true });
