@@ -165,3 +165,50 @@ export function startPod(args: string[], env: PodEnv): PodRun {
 export async function runPod(args: string[], env: PodEnv): Promise<{ code: number | null; stderr: string }> {
   return startPod(args, env).done;
 }
+
+/**
+ * A real git server over smart HTTP: `git http-backend` (git's own CGI program) behind a
+ * small HTTP server, serving the repositories under `root` (a pod refuses local
+ * repositories, so its git fetch needs a URL).
+ */
+export async function startGitServer(root: string): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://git');
+    const cgi = spawn('git', ['http-backend'], {
+      env: {
+        PATH: process.env.PATH ?? '/usr/bin:/bin',
+        GIT_PROJECT_ROOT: root,
+        GIT_HTTP_EXPORT_ALL: '1',
+        REQUEST_METHOD: req.method ?? 'GET',
+        PATH_INFO: decodeURIComponent(url.pathname),
+        QUERY_STRING: url.search.slice(1),
+        CONTENT_TYPE: req.headers['content-type'] ?? '',
+        ...(req.headers['content-encoding'] ? { HTTP_CONTENT_ENCODING: req.headers['content-encoding'] } : {}),
+        GIT_PROTOCOL: String(req.headers['git-protocol'] ?? ''),
+      },
+      stdio: ['pipe', 'pipe', 'inherit'],
+    });
+    req.pipe(cgi.stdin);
+    let head = Buffer.alloc(0);
+    let started = false;
+    cgi.stdout.on('data', (chunk: Buffer) => {
+      if (started) return void res.write(chunk);
+      head = Buffer.concat([head, chunk]);
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      started = true;
+      let status = 200;
+      for (const line of head.subarray(0, end).toString('latin1').split('\r\n')) {
+        const [name, ...value] = line.split(':');
+        if (name!.toLowerCase() === 'status') status = Number.parseInt(value.join(':').trim(), 10);
+        else res.setHeader(name!, value.join(':').trim());
+      }
+      res.writeHead(status);
+      res.write(head.subarray(end + 4));
+    });
+    cgi.stdout.on('end', () => res.end());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return { url: `http://127.0.0.1:${port}`, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}

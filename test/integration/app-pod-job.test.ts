@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ZipFile } from 'yazl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { extractBundle, packBundle } from '../../api/src/modules/apps/pod/bundle.js';
-import { runPod, sha256, startPod, startStandIn, type StandInState, type WireRecord } from './app-pod-job.fixtures.js';
+import { runPod, sha256, startGitServer, startPod, startStandIn, type StandInState, type WireRecord } from './app-pod-job.fixtures.js';
 
 /**
  * The pod program (api/src/modules/apps/pod/job-main.ts) as a Job's container runs it: a
@@ -157,6 +157,40 @@ describe('pod program: a JS app built in one pod and invoked in another', () => 
       await api.close();
     }
   }, 120_000);
+});
+
+describe('pod program: a git source', () => {
+  it('fetches the repository itself (smart HTTP, the ref and the path given) and posts the commit as the checksum', async () => {
+    const repos = path.join(root, 'git-repos');
+    const work = path.join(root, 'git-work');
+    await mkdir(path.join(work, 'app'), { recursive: true });
+    await writeFile(path.join(work, 'app', 'index.js'), "import { Kernel } from '@onkernel/sdk';\nnew Kernel().app('from-git').action('ping', async (ctx) => 'pong');\n");
+    const git = (cwd: string, ...args: string[]) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@example.test', ...args], { cwd, encoding: 'utf8' }).trim();
+    git(work, 'init', '-q', '-b', 'main');
+    git(work, 'add', '.');
+    git(work, 'commit', '-q', '-m', 'app');
+    const commit = git(work, 'rev-parse', 'HEAD');
+    await mkdir(repos, { recursive: true });
+    git(repos, 'clone', '-q', '--bare', work, 'app.git');
+    const server = await startGitServer(repos);
+    try {
+      const input = {
+        ...buildInput('dep_podgit', Buffer.alloc(0), 'index.js'),
+        source_type: 'github',
+        source_url: `${server.url}/app.git`,
+        source_ref: 'main',
+        source_path: 'app',
+        source_checksum: null,
+      };
+      const build = await podAgainst({ buildInput: input }, ['build', 'dep_podgit'], workDir('build-git'));
+      expect(build.code).toBe(0);
+      expect(build.record.buildResult).toEqual({ ok: true, entry: 'index.js', runtime: 'node', checksum: commit, apps: [{ name: 'from-git', actions: [{ name: 'ping' }] }] });
+      expect(build.record.logs.map((line) => line.message)).toContain(`commit ${commit}`);
+      expect(build.record.requests).not.toContain('GET /internal/app-jobs/build/source');
+    } finally {
+      await server.close();
+    }
+  }, 300_000);
 });
 
 describe('pod program: failures', () => {

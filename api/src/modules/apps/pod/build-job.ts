@@ -99,9 +99,10 @@ function settingsOf(input: BuildInput, workDir: string): AppsSettings {
 }
 
 async function build(client: WireClient, input: BuildInput, settings: AppsSettings, signal: AbortSignal, log: (line: string) => void): Promise<BuildOutput> {
+  // A fresh pod's work dir is empty: git-source.ts makes its checkout dir inside this one.
+  await mkdir(sourcesDir(settings.dataDir), { recursive: true, mode: 0o711 });
   if (input.source_type === 'upload') {
     if (!input.source_checksum || !/^[0-9a-f]{64}$/.test(input.source_checksum)) throw new Error(`the build input names no usable source checksum (${String(input.source_checksum)})`);
-    await mkdir(sourcesDir(settings.dataDir), { recursive: true, mode: 0o711 });
     const stored = sourcePath(settings.dataDir, input.source_checksum);
     await client.download('/internal/app-jobs/build/source', stored);
     const hash = createHash('sha256');
