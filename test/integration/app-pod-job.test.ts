@@ -233,6 +233,14 @@ describe('pod program: failures', () => {
     expect(existsSync(path.join(work, 'apps', 'builds', 'dep_ended'))).toBe(false);
   }, 60_000);
 
+  it('refuses arguments that are not a command and an id (exit 2, nothing asked)', async () => {
+    for (const args of [['build', '../dep'], ['invoke', 'inv_x', 'app'], ['deploy', 'dep_x']]) {
+      const pod = await podAgainst({}, args, workDir('bad-args'));
+      expect(pod.code).toBe(2);
+      expect(pod.record.requests).toEqual([]);
+    }
+  }, 60_000);
+
   it('exits non-zero when the API cannot be told (every answer a 500)', async () => {
     const build = await podAgainst({ failFirst: { 'GET /internal/app-jobs/build': Array<number>(10).fill(500) } }, ['build', 'dep_down'], workDir('build-down'));
     expect(build.code).toBe(1);

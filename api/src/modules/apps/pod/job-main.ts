@@ -25,7 +25,8 @@ type Command = { kind: 'build'; deploymentId: string } | { kind: 'invoke'; invoc
 
 function parseArgs(argv: string[]): Command | undefined {
   const [kind, ...rest] = argv;
-  if (kind === 'build' && rest.length === 1 && rest[0]) return { kind, deploymentId: rest[0] };
+  // A deployment id becomes a path (apps/builds/<id>): only an id's characters.
+  if (kind === 'build' && rest.length === 1 && /^[A-Za-z0-9_-]+$/.test(rest[0]!)) return { kind, deploymentId: rest[0]! };
   if (kind === 'invoke' && rest.length === 3 && rest.every(Boolean)) return { kind, invocationId: rest[0]!, appName: rest[1]!, actionName: rest[2]! };
   return undefined;
 }

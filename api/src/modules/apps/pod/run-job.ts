@@ -75,6 +75,8 @@ export async function runInvokeJob(client: WireClient, args: RunArgs): Promise<J
 function mismatchOf(input: RunInput, args: RunArgs): string | undefined {
   const given = [args.invocationId, args.appName, args.actionName];
   const named = [input.invocation_id, input.app_name, input.action_name];
+  // The deployment id becomes a path (apps/builds/<id>): an id, never a path of its own.
+  if (!/^[A-Za-z0-9_-]+$/.test(input.deployment_id)) return `the run input names a deployment id that is not one: ${JSON.stringify(input.deployment_id)}`;
   if (given.every((value, i) => value === named[i])) return undefined;
   return `the run pod was started for ${given.join(' ')} but its token names ${named.join(' ')}`;
 }
