@@ -112,7 +112,7 @@ describe('command line', () => {
     expect(names.length).toBeGreaterThan(5);
     for (const name of names) {
       const value = defaults[name];
-      const shown = value === undefined ? '(unset)' : String(value);
+      const shown = value === undefined ? '(unset)' : typeof value === 'object' ? JSON.stringify(value) : String(value);
       const line = result.stdout.split('\n').find((l) => l.trim().startsWith(`${name} `));
       expect(line, name).toBeDefined();
       expect(line!.trimEnd().endsWith(`default: ${shown}`), `${name}: ${line}`).toBe(true);
