@@ -93,6 +93,8 @@ beforeAll(async () => {
       BROWSERPLANE_NAMESPACE: namespace,
       BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS: '90000',
       BROWSERPLANE_APP_RUNNER_IMAGE: 'localhost/browserplane/runner:test',
+      // Room for the apps below (node_modules with playwright-core), not for the 24 MiB bundle of the bad-input case.
+      BROWSERPLANE_APP_MAX_UNPACKED_MB: '20',
     },
   });
   runner = startAppJobRunner({ config: kubeConfig(), namespace, workRoot: path.join(scratch, 'pods'), skip: (args) => args[0] === 'invoke' && args[3] === 'never' });
@@ -166,6 +168,52 @@ describe('the app runtime in Kubernetes mode', () => {
     const logs = await internal('logs', undefined, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lines: [] }) });
     expect(logs.status).toBe(401);
   });
+
+  it('answers bad input on the internal wire with a clear error and changes nothing; a held build\'s token reads its own deployment only', async () => {
+    runner.hold = true;
+    let held: string;
+    try {
+      const upload = Buffer.from(APP(`${appName}-held`));
+      const deployment = await client.deployments.create({ file: await toFile(upload, 'index.ts'), entrypoint_rel_path: 'index.ts', env_vars: { HELD: 'yes' } });
+      held = deployment.id;
+      const token = await tokenOf(jobName('app-build', held));
+      const post = (route: string, body: unknown, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
+        internal(route, token, { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
+      const expectError = async (answer: Response, status: number, code: string) => {
+        expect(answer.status).toBe(status);
+        expect(await answer.json()).toMatchObject({ code, message: expect.any(String) });
+      };
+      await expectError(await post('build/result', { ok: true }), 400, 'invalid_request');
+      await expectError(await post('build/result', '{"ok": tru'), 400, 'invalid_json');
+      await expectError(await post('build/result', { ok: true }, { 'content-type': 'text/plain' }), 415, 'unsupported_media_type');
+      await expectError(await post('logs', { lines: Array.from({ length: 501 }, () => ({ stream: 'stdout', message: 'x' })) }), 400, 'invalid_request');
+      await expectError(await post('logs', { lines: [{ stream: 'fd9', message: 'x' }] }), 400, 'invalid_request');
+      // A build token opens no run route.
+      await expectError(await internal('run', token), 401, 'unauthorized');
+      expect((await client.deployments.retrieve(held)).status).toBe('queued');
+
+      // Good input: the input (moves it to in_progress), its own source, a log line.
+      const input = (await (await internal('build', token)).json()) as Record<string, unknown>;
+      expect(input).toMatchObject({ deployment_id: held, entrypoint_rel_path: 'index.ts', source_type: 'upload', git_token: null, env_vars: { HELD: 'yes' }, limits: { max_unpacked_bytes: 20 * 1024 * 1024 } });
+      expect((await client.deployments.retrieve(held)).status).toBe('in_progress');
+      expect(Buffer.from(await (await internal('build/source', token)).arrayBuffer())).toEqual(upload);
+      expect((await post('logs', { lines: [{ stream: 'stdout', message: 'a line from the held build' }] })).status).toBe(204);
+      // A bundle past BROWSERPLANE_APP_MAX_UNPACKED_MB is refused whole.
+      await expectError(await internal('build/bundle', token, { method: 'PUT', headers: { 'content-type': 'application/gzip' }, body: Buffer.alloc(24 * 1024 * 1024, 7) }), 413, 'payload_too_large');
+      // Success without a bundle is a failed build, not a running one.
+      expect((await post('build/result', { ok: true, entry: 'index.ts', runtime: 'node', checksum: null, apps: [{ name: 'held', actions: [{ name: 'a' }] }] })).status).toBe(204);
+      const failed = await client.deployments.retrieve(held);
+      expect(failed.status).toBe('failed');
+      expect(failed.status_reason).toContain('without uploading its bundle');
+      expect((await client.apps.list({ app_name: 'held' })).items).toEqual([]);
+      // The report ended the token.
+      await expectError(await internal('build', token), 401, 'unauthorized');
+      const frames = await (await fetch(`${service.url}/deployments/${held}/events`, { headers: { authorization: `Bearer ${service.adminKey}` } })).text();
+      expect(frames).toContain('a line from the held build');
+    } finally {
+      runner.hold = false;
+    }
+  }, 60_000);
 
   it('builds a TypeScript app in a build Job: the pod fetches the source with its token, uploads the bundle and the registry', async () => {
     const deployment = await client.deployments.create({

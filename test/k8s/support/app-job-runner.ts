@@ -19,6 +19,8 @@ export const POD_PROGRAM = path.join(REPO_ROOT, 'dist/api/src/modules/apps/pod/j
 export interface AppJobRunner {
   /** Jobs it started, by name, with their process's exit once it exited. */
   runs: Map<string, { job: V1Job; exit?: number | null; output: string[] }>;
+  /** While true, new Jobs are recorded but not run (their pods never start), so a test can speak the wire itself. */
+  hold: boolean;
   stop(): Promise<void>;
 }
 
@@ -45,7 +47,7 @@ export function startAppJobRunner(options: { config: KubeConfig; namespace: stri
     const args = container.args ?? [];
     const record: { job: V1Job; exit?: number | null; output: string[] } = { job, output: [] };
     runs.set(name, record);
-    if (options.skip?.(args)) return;
+    if (options.skip?.(args) || runner.hold) return;
     const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/bin:/bin', BROWSERPLANE_APP_SANDBOX: 'pod' };
     for (const entry of container.env ?? []) {
       if (entry.value !== undefined) env[entry.name] = entry.value;
@@ -78,12 +80,14 @@ export function startAppJobRunner(options: { config: KubeConfig; namespace: stri
     }
   })();
 
-  return {
+  const runner: AppJobRunner = {
     runs,
+    hold: false,
     async stop() {
       stopped = true;
       await loop;
       for (const child of children) child.kill('SIGKILL');
     },
   };
+  return runner;
 }
