@@ -12,6 +12,7 @@ import { PAGINATION_HEADERS } from './http/pagination.js';
 import type { RouteDef } from './http/route.js';
 import { mountRoutes } from './http/router.js';
 import { healthRoutes, type Lifecycle } from './modules/health/routes.js';
+import { INTERNAL_APP_JOBS, INTERNAL_APP_JOBS_MAX_BODY_BYTES } from './modules/apps/internal-wire.js';
 import { apiModules } from './modules/registry.js';
 
 export const API_VERSION = '0.1.0';
@@ -76,15 +77,11 @@ export function buildApp(deps: AppDeps, services: AppServices): BuiltApp {
   // Hostile input: a bad query string or a non-UTF-8 or absurdly deep JSON body is a
   // 400 here, before any route runs (see input-checks.ts for what each prevents).
   app.use(checkQueryEncoding);
-  app.use(limitJsonBody(deps.settings.maxBodyBytes));
-  app.use(
-    express.json({
-      limit: deps.settings.maxBodyBytes,
-      type: JSON_MEDIA_TYPES,
-      strict: false,
-      verify: verifyUtf8Body,
-    }),
-  );
+  const jsonParser = (limit: number) => [limitJsonBody(limit), express.json({ limit, type: JSON_MEDIA_TYPES, strict: false, verify: verifyUtf8Body })];
+  // App Jobs report an action's output (up to the runner's 16 MiB result cap) and log
+  // batches: their internal wire (token-authenticated, apps/internal-wire.ts) reads more.
+  app.use(INTERNAL_APP_JOBS, ...jsonParser(Math.max(deps.settings.maxBodyBytes, INTERNAL_APP_JOBS_MAX_BODY_BYTES)));
+  app.use(...jsonParser(deps.settings.maxBodyBytes));
   app.use(limitJsonDepth);
   mountRoutes(app, routes, deps);
   app.use(errorMiddleware(deps.log));

@@ -4,6 +4,7 @@
  * composes them without loading the HTTP app (express, routes) it never serves.
  */
 import path from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { BrowserRuntime } from '../../contract/browser-runtime.js';
 import { parseAllowedNetworks } from '../../contract/egress.js';
@@ -28,6 +29,9 @@ export interface ComposeParts {
   runtime: BrowserRuntime;
   /** Browsers run in pods: this host's free memory says nothing about room for them. */
   kubernetes: boolean;
+  /** Kubernetes mode: the cluster (apps build and run there as Jobs when a runner image is set). */
+  kubeConfig?: KubeConfig | undefined;
+  namespace?: string | undefined;
   log: Logger;
   shutdown: AbortSignal;
   /** loadEncryptionKey's, loaded by the caller, whose runtime needs the agent tokens too. */
@@ -70,9 +74,13 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       poolMinFreeMemoryBytes: parts.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
       authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
       spares: { max: config.BROWSERPLANE_SPARE_BROWSERS, learnMinutes: config.BROWSERPLANE_SPARE_LEARN_MINUTES },
-      // Kubernetes mode will build in Jobs (a later slice); API replicas there must not each
-      // run an in-process build queue that fails the others' builds as interrupted.
-      apps: parts.kubernetes ? undefined : appsSettingsOf(config),
+      // Kubernetes mode builds and runs apps in Jobs of the runner image, none without one;
+      // API replicas there never run an in-process build queue.
+      apps: !parts.kubernetes
+        ? appsSettingsOf(config)
+        : parts.kubeConfig && config.BROWSERPLANE_APP_RUNNER_IMAGE
+          ? appsSettingsOf(config, { kubeConfig: parts.kubeConfig, namespace: parts.namespace ?? config.namespace })
+          : undefined,
     },
     projectResources: allProjectResources(),
     sealer: createSealer(parts.encryptionKey),

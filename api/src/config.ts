@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { parseAllowedNetworks } from '../../contract/egress.js';
+import { appJobFields } from './config-app-jobs.js';
 import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/pool.js';
 import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
 
@@ -178,6 +179,7 @@ export const configSchema = z.object({
     }, 'comma-separated IP addresses and CIDRs')
     .describe('With BROWSERPLANE_BLOCK_PRIVATE_NETWORKS: addresses and CIDRs pages may reach anyway, comma-separated (an internal site, an in-network proxy)'),
   ...browserFsLimitFields,
+  ...appJobFields,
   BROWSERPLANE_SESSION_UID_BASE: z.coerce
     .number()
     .int()
@@ -249,7 +251,8 @@ export class ConfigError extends Error {
   }
 }
 
-const SECRET_VARIABLES = new Set(['BROWSERPLANE_API_KEY', 'DATABASE_URL', 'BROWSERPLANE_ENCRYPTION_KEY', 'BROWSERPLANE_PROXY_UPSTREAMS']);
+// Proxy URLs may carry a password (http://user:pass@host).
+const SECRET_VARIABLES = new Set(['BROWSERPLANE_API_KEY', 'DATABASE_URL', 'BROWSERPLANE_ENCRYPTION_KEY', 'BROWSERPLANE_PROXY_UPSTREAMS', 'BROWSERPLANE_APP_HTTP_PROXY', 'BROWSERPLANE_APP_HTTPS_PROXY']);
 
 /** Parses the environment; every invalid variable is reported together. */
 export function parseConfig(env: NodeJS.ProcessEnv, cwd = process.cwd()): Config {

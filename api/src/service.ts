@@ -59,7 +59,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const encryptionKey = await loadEncryptionKey(config.BROWSERPLANE_ENCRYPTION_KEY, config.dataDir);
     const browsers = browserRuntime(config, log, agentTokensFrom(encryptionKey));
     const { runtime } = browsers;
-    const deps = await composeAppDeps(config, { db, databaseUrl, runtime, kubernetes: browsers.kubernetes, log, shutdown: shutdown.signal, encryptionKey });
+    const deps = await composeAppDeps(config, { db, databaseUrl, runtime, kubernetes: browsers.kubernetes, kubeConfig: browsers.kubeConfig, namespace: config.namespace, log, shutdown: shutdown.signal, encryptionKey });
     // Only the embedded Postgres is this process's to restart; an external one is not.
     if (embedded) deps.databaseSupervision = () => embedded.status();
     const boot = await bootstrap(
@@ -143,12 +143,12 @@ export async function startService(config: Config, log: Logger): Promise<Running
  * and a clean stop ends them. Kubernetes: BrowserSession resources the operator turns into
  * pods, in the cluster of the in-cluster service account or KUBECONFIG; a stop ends none.
  */
-function browserRuntime(config: Config, log: Logger, agentTokens: AgentTokens): { runtime: BrowserRuntime; kubernetes: boolean; stop(): Promise<void> } {
+function browserRuntime(config: Config, log: Logger, agentTokens: AgentTokens): { runtime: BrowserRuntime; kubernetes: boolean; kubeConfig?: KubeConfig; stop(): Promise<void> } {
   if (config.BROWSERPLANE_RUNTIME === 'kubernetes') {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromDefault();
     const runtime = createCustomResourceRuntime({ config: kubeConfig, namespace: config.namespace, log, agentTokens, launchTimeoutMs: config.BROWSERPLANE_BROWSER_LAUNCH_TIMEOUT_MS });
-    return { runtime, kubernetes: true, stop: () => runtime.close() };
+    return { runtime, kubernetes: true, kubeConfig, stop: () => runtime.close() };
   }
   const runtime = createLocalRuntime({
     stateDir: path.join(config.dataDir, 'browsers'),

@@ -175,6 +175,11 @@ describe('values.schema.json and the templates refuse bad values', () => {
       'apps:\n  run:\n    resources:\n      limits:\n        cpu: 2\n',
       schemaError("- at '/apps/run/resources/limits/cpu': got number, want string"),
     ],
+    [
+      'an app Job quantity the API does not read (exponent)',
+      'apps:\n  build:\n    resources:\n      workSize: "1e3"\n',
+      schemaError("- at '/apps/build/resources/workSize': '1e3' does not match pattern"),
+    ],
     ['an internal URL without a scheme', 'api:\n  internalUrl: 10.96.0.10\n', schemaError("- at '/api/internalUrl': '10.96.0.10' does not match pattern")],
     ['a DATABASE_URL of another scheme', 'postgresql:\n  enabled: false\ndatabase:\n  url: mysql://db/x\n', schemaError("- at '/database/url': 'mysql://db/x' does not match pattern")],
     ['an external database and the bundled one', 'database:\n  url: postgres://db/x\n', schemaError("- at '/database/url': value must be ''")],

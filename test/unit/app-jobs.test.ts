@@ -73,6 +73,31 @@ describe('runJob', () => {
   });
 });
 
+describe('egress and CA settings of app pods', () => {
+  const envOf = (job: V1Job) => Object.fromEntries(job.spec!.template.spec!.containers[0]!.env!.map((entry) => [entry.name, entry.value]));
+
+  it('gives no proxy or CA variables and no CA volume when none is set', () => {
+    const made = buildJob({ deploymentId: 'dep_1', buildTimeoutMs: 60_000 }, options);
+    expect(Object.keys(envOf(made)).filter((name) => /proxy|CERT|CA_BUNDLE/i.test(name))).toEqual([]);
+    expect(made.spec!.template.spec!.volumes!.map((volume) => volume.name)).toEqual(['work', 'tmp']);
+  });
+
+  it('sets the proxy in both spellings, with the API host always in NO_PROXY', () => {
+    const made = runJob(run, { ...options, proxy: { https: 'http://proxy.corp:3128', noProxy: '10.0.0.0/8, .svc' } });
+    const env = envOf(made);
+    expect(env).toMatchObject({ HTTPS_PROXY: 'http://proxy.corp:3128', https_proxy: 'http://proxy.corp:3128', NO_PROXY: 'api.ns.svc,10.0.0.0/8,.svc', no_proxy: 'api.ns.svc,10.0.0.0/8,.svc' });
+    expect(env.HTTP_PROXY).toBeUndefined();
+  });
+
+  it('mounts a CA ConfigMap read-only and points Node, pip and OpenSSL at it', () => {
+    const made = buildJob({ deploymentId: 'dep_1', buildTimeoutMs: 60_000 }, { ...options, caConfigMap: 'corp-ca' });
+    const pod = made.spec!.template.spec!;
+    expect(pod.volumes).toContainEqual({ name: 'ca', configMap: { name: 'corp-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] } });
+    expect(pod.containers[0]!.volumeMounts).toContainEqual({ name: 'ca', mountPath: '/etc/browserplane/ca', readOnly: true });
+    expect(envOf(made)).toMatchObject({ NODE_EXTRA_CA_CERTS: '/etc/browserplane/ca/ca.crt', PIP_CERT: '/etc/browserplane/ca/ca.crt', SSL_CERT_FILE: '/etc/browserplane/ca/ca.crt' });
+  });
+});
+
 describe('buildJob', () => {
   it('builds one deployment with the build timeout and the build resources', () => {
     const made = buildJob({ deploymentId: 'dep_x9', buildTimeoutMs: 600_000 }, options);

@@ -58,6 +58,29 @@ describe('config', () => {
     expect(() => parseConfig({ BROWSERPLANE_CHROMIUM_PATH: 'chromium' })).toThrow(/BROWSERPLANE_CHROMIUM_PATH: must be an absolute path/);
   });
 
+  it('reads the app Job settings of Kubernetes mode: no runner image by default, resources as checked JSON, proxies hidden in errors', () => {
+    expect(parseConfig({})).toMatchObject({ BROWSERPLANE_APP_RUNNER_IMAGE: undefined, BROWSERPLANE_APP_RUNNER_PULL_POLICY: 'IfNotPresent', BROWSERPLANE_APP_BUILD_RESOURCES: undefined });
+    const parsed = parseConfig({
+      BROWSERPLANE_APP_RUNNER_IMAGE: 'registry.example/browserplane/runner:1',
+      BROWSERPLANE_APP_RUN_RESOURCES: '{"requests":{"cpu":"100m"},"limits":{"memory":"1Gi"},"workSize":"2Gi"}',
+      BROWSERPLANE_APP_CA_CONFIGMAP: 'corp-ca',
+    });
+    expect(parsed.BROWSERPLANE_APP_RUN_RESOURCES).toEqual({ requests: { cpu: '100m' }, limits: { memory: '1Gi' }, workSize: '2Gi' });
+    expect(parsed.BROWSERPLANE_APP_CA_CONFIGMAP).toBe('corp-ca');
+    for (const env of [
+      { BROWSERPLANE_APP_BUILD_RESOURCES: 'not json' },
+      { BROWSERPLANE_APP_BUILD_RESOURCES: '{"limits":{"memory":"lots"},"workSize":"1Gi"}' },
+      { BROWSERPLANE_APP_BUILD_RESOURCES: '{"limits":{},"workSize":"1Gi","extra":1}' },
+      { BROWSERPLANE_APP_RUNNER_PULL_POLICY: 'Sometimes' },
+      { BROWSERPLANE_APP_CA_CONFIGMAP: 'Corp_CA' },
+    ]) {
+      expect(() => parseConfig(env), JSON.stringify(env)).toThrow(ConfigError);
+    }
+    expect(parseConfig({ BROWSERPLANE_APP_HTTPS_PROXY: 'http://u:pw@proxy:3128' }).BROWSERPLANE_APP_HTTPS_PROXY).toBe('http://u:pw@proxy:3128');
+    // A bad proxy URL is named, its value (maybe a password) is not shown.
+    expect(() => parseConfig({ BROWSERPLANE_APP_HTTPS_PROXY: 'socks://u:hunter2@proxy' })).toThrow(/BROWSERPLANE_APP_HTTPS_PROXY: .*\(given \(hidden\)/);
+  });
+
   it('runs browsers locally unless told kubernetes, in the pod’s namespace unless one is named', () => {
     expect(parseConfig({})).toMatchObject({ BROWSERPLANE_RUNTIME: 'local', namespace: 'default', BROWSERPLANE_INTERNAL_URL: undefined });
     expect(parseConfig({ BROWSERPLANE_RUNTIME: 'kubernetes', POD_NAMESPACE: 'browsers' })).toMatchObject({ BROWSERPLANE_RUNTIME: 'kubernetes', namespace: 'browsers' });

@@ -20,7 +20,8 @@ export const JSON_MEDIA_TYPES = ['application/json', 'application/*+json'];
  */
 export function limitJsonBody(limit: number): RequestHandler {
   return (req, res, next) => {
-    if (!req.is(JSON_MEDIA_TYPES)) return next();
+    // Already read by a parser mounted for its path (body-parser marks it).
+    if (!req.is(JSON_MEDIA_TYPES) || (req as { _body?: boolean })._body) return next();
     const declared = Number(req.headers['content-length']);
     if (declared > limit) return refuseOversized(req, res, limit);
     let received = 0;

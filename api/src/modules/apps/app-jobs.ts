@@ -67,7 +67,14 @@ export interface AppJobOptions {
   nodeSelector?: Record<string, string> | null;
   tolerations?: readonly V1Toleration[] | null;
   runtimeClassName?: string | null;
+  /** Egress of build and run pods (npm, pip, the app): HTTP_PROXY, HTTPS_PROXY, NO_PROXY; the API's host is always in NO_PROXY. */
+  proxy?: { http?: string | undefined; https?: string | undefined; noProxy?: string | undefined } | undefined;
+  /** A ConfigMap (key ca.crt: a whole CA bundle) the pods trust instead of the image's (egress that inspects TLS). */
+  caConfigMap?: string | undefined;
 }
+
+/** Where a CA ConfigMap is mounted in the pods. */
+export const CA_BUNDLE_PATH = '/etc/browserplane/ca/ca.crt';
 
 export interface BuildJobInput {
   deploymentId: string;
@@ -97,6 +104,26 @@ function placement(options: AppJobOptions): Partial<V1PodSpec> {
     ...(tolerations?.length ? { tolerations: tolerations.map((toleration) => ({ ...toleration })) } : {}),
     ...(runtimeClassName ? { runtimeClassName } : {}),
   };
+}
+
+/** Proxy variables in both spellings (npm and pip read the upper case, many tools the lower). */
+function proxyEnv(options: AppJobOptions): { name: string; value: string }[] {
+  const { proxy } = options;
+  if (!proxy?.http && !proxy?.https) return [];
+  const apiHost = new URL(options.apiUrl).hostname;
+  const noProxy = [apiHost, ...(proxy.noProxy ?? '').split(',').map((part) => part.trim()).filter(Boolean)].join(',');
+  const pairs: [string, string | undefined][] = [
+    ['HTTP_PROXY', proxy.http],
+    ['HTTPS_PROXY', proxy.https],
+    ['NO_PROXY', noProxy],
+  ];
+  return pairs.flatMap(([name, value]) => (value ? [{ name, value }, { name: name.toLowerCase(), value }] : []));
+}
+
+function caEnv(options: AppJobOptions): { name: string; value: string }[] {
+  if (!options.caConfigMap) return [];
+  // Node adds it to its own store; pip and OpenSSL (Python's ssl) replace theirs with it.
+  return ['NODE_EXTRA_CA_CERTS', 'PIP_CERT', 'SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE'].map((name) => ({ name, value: CA_BUNDLE_PATH }));
 }
 
 function resourcesOf(kind: AppJobKind, options: AppJobOptions): AppJobResources {
@@ -152,6 +179,8 @@ function job(shape: JobShape, options: AppJobOptions): V1Job {
                 { name: APP_JOB_TOKEN_ENV, valueFrom: { secretKeyRef: { name: shape.name, key: APP_JOB_TOKEN_KEY } } },
                 { name: 'HOME', value: '/work/home' },
                 { name: 'TMPDIR', value: '/tmp' },
+                ...proxyEnv(options),
+                ...caEnv(options),
               ],
               terminationMessagePolicy: 'FallbackToLogsOnError',
               resources: containerResources,
@@ -159,12 +188,14 @@ function job(shape: JobShape, options: AppJobOptions): V1Job {
               volumeMounts: [
                 { name: 'work', mountPath: '/work' },
                 { name: 'tmp', mountPath: '/tmp' },
+                ...(options.caConfigMap ? [{ name: 'ca', mountPath: '/etc/browserplane/ca', readOnly: true }] : []),
               ],
             },
           ],
           volumes: [
             { name: 'work', emptyDir: { sizeLimit: resources.workSize } },
             { name: 'tmp', emptyDir: { sizeLimit: '256Mi' } },
+            ...(options.caConfigMap ? [{ name: 'ca', configMap: { name: options.caConfigMap, items: [{ key: 'ca.crt', path: 'ca.crt' }] } }] : []),
           ],
         },
       },

@@ -1,18 +1,12 @@
 import { rm } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { AppDeps } from '../../app-deps.js';
-import { inTransaction } from '../../db/pool.js';
-import { newId } from '../../ids.js';
-import { deleteAppVersions, findLiveAppVersion, insertAppVersion } from './apps-store.js';
-import { buildDeployment, BuildError, type InspectApps } from './build.js';
-import { APP_REGION, redactEnvVars } from './deployments-schema.js';
+import { buildDeployment, BuildError, type BuildOutput, type InspectApps } from './build.js';
+import { recordBuildFailure, recordBuildSuccess, REASON_TAIL_LINES } from './build-finish.js';
 import { recordDeploymentEvents, stateFrame } from './deployment-events.js';
-import { claimQueuedDeployment, findDeploymentById, interruptedDeployments, setDeploymentStatus, type DeploymentRow } from './deployments-store.js';
+import { claimQueuedDeployment, interruptedDeployments, type DeploymentRow } from './deployments-store.js';
 import { buildDirOf, type AppsSettings } from './settings.js';
 
-/** Log lines a failed build's status_reason ends with. */
-const REASON_TAIL_LINES = 25;
-const REASON_MAX_CHARS = 4000;
 const LOG_FLUSH_MS = 200;
 /** A queued deployment another process created is found by this poll at the latest. */
 const POLL_MS = 5000;
@@ -142,57 +136,14 @@ export class BuildQueue {
     await recordDeploymentEvents(this.deps, this.deps.db, row.id, [stateFrame(row, this.deps.clock.now())]);
   }
 
-  /** Records the apps and marks the deployment running, or fails it when an (app, version) is taken and force is off. */
-  private async finishRunning(row: DeploymentRow, output: Awaited<ReturnType<typeof buildDeployment>>): Promise<void> {
-    const conflict = await inTransaction(this.deps.db, async (tx) => {
-      const now = this.deps.clock.now();
-      const current = await findDeploymentById(tx, row.id);
-      // Deleted while it built: the delete recorded its own state.
-      if (current?.status !== 'in_progress') return undefined;
-      const scope = { orgId: row.org_id, projectId: row.project_id };
-      const frames: { at: Date; event: object }[] = [];
-      for (const app of output.apps) {
-        const live = await findLiveAppVersion(tx, row.project_id, app.name, row.version);
-        if (live && !row.force) {
-          return `app ${JSON.stringify(app.name)} version ${JSON.stringify(row.version)} already exists (deployment ${live.deployment_id}); deploy with force to replace it, or use another version`;
-        }
-        if (live) await deleteAppVersions(tx, { id: live.id }, now);
-        const version = await insertAppVersion(tx, scope, {
-          id: newId('app'),
-          deployment_id: row.id,
-          app_name: app.name,
-          version: row.version,
-          runtime: output.runtime,
-          entry: output.entry,
-          actions: app.actions.map((action) => ({ name: action.name })),
-          env_vars: row.env_vars,
-          created_at: now,
-        });
-        const summary = { event: 'app_version_summary', id: version.id, app_name: app.name, version: row.version, actions: version.actions, env_vars: redactEnvVars(row.env_vars), region: APP_REGION };
-        frames.push({ at: now, event: { ...summary, timestamp: now.toISOString() } });
-      }
-      const done = await setDeploymentStatus(tx, row.id, { status: 'running', from: ['in_progress'], statusReason: null, ...(output.checksum ? { checksum: output.checksum } : {}), now });
-      frames.push(stateFrame(done!, now));
-      await recordDeploymentEvents(this.deps, tx, row.id, frames);
-      return undefined;
-    });
-    if (conflict) await this.finishFailed(row.id, conflict, []);
+  private async finishRunning(row: DeploymentRow, output: BuildOutput): Promise<void> {
+    const failed = await recordBuildSuccess(this.deps, row, output);
+    if (failed) await removeBuildDir(this.settings.dataDir, row.id, this.deps.log);
   }
 
   private async finishFailed(id: string, reason: string, tail: string[]): Promise<void> {
-    const withTail = tail.length ? `${reason}\n--- last build output\n${tail.join('\n')}` : reason;
-    const statusReason = withTail.length > REASON_MAX_CHARS ? `${withTail.slice(0, 200)}\n[...]\n${withTail.slice(-(REASON_MAX_CHARS - 210))}` : withTail;
-    const failed = await inTransaction(this.deps.db, async (tx) => {
-      const now = this.deps.clock.now();
-      const row = await setDeploymentStatus(tx, id, { status: 'failed', from: ['queued', 'in_progress'], statusReason, now });
-      if (row) await recordDeploymentEvents(this.deps, tx, id, [stateFrame(row, now)]);
-      return row !== undefined;
-    }).catch((error: unknown) => {
-      this.deps.log.error({ err: error, deploymentId: id }, 'marking a deployment failed did not work');
-      return false;
-    });
     // Nothing runs from a failed build: its dir (node_modules and all) only takes disk.
-    if (failed) await removeBuildDir(this.settings.dataDir, id, this.deps.log);
+    if (await recordBuildFailure(this.deps, id, reason, tail)) await removeBuildDir(this.settings.dataDir, id, this.deps.log);
   }
 }
 

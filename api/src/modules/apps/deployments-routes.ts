@@ -5,7 +5,7 @@ import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js
 import { errorResponses } from '../../http/standard-responses.js';
 import { projectScopeOf } from '../../scope.js';
 import { resolveSince } from '../invocations/since.js';
-import type { BuildQueue } from './build-queue.js';
+import type { Builds } from './deployments-service.js';
 import { followDeployment } from './deployment-events.js';
 import {
   deploymentEventSchema,
@@ -21,7 +21,7 @@ import { listDeployments } from './deployments-store.js';
 
 const tags = ['Deployments'];
 
-export function deploymentRoutes(deps: AppDeps, queue: BuildQueue | undefined, follower: RowFollower): RouteDef[] {
+export function deploymentRoutes(deps: AppDeps, queue: Builds | undefined, follower: RowFollower): RouteDef[] {
   const { db } = deps;
   return [
     defineRoute({

@@ -9,7 +9,9 @@ import type { ProjectScope } from '../../scope.js';
 import { shareLockLiveProject } from '../projects/store.js';
 import { stopInvocationsOfDeployment } from '../invocations/runs.js';
 import { deleteAppVersions } from './apps-store.js';
-import { DELETED_REASON, removeBuildDir, type BuildQueue } from './build-queue.js';
+import { DELETED_REASON, removeBuildDir } from './build-queue.js';
+import { deleteBlobs, writeBlob } from './blob-store.js';
+import { createReadStream } from 'node:fs';
 import { readDeploymentForm, sourceOfForm } from './deployment-form.js';
 import { checkGitUrl, SourceError } from './git-source.js';
 import { recordDeploymentEvents, stateFrame } from './deployment-events.js';
@@ -21,9 +23,17 @@ import { isZipFile, planZip, safeRelativePath } from './unpack.js';
 
 const ENTRY_FILE = /\.(js|mjs|cjs|ts|mts|cts|py)$/;
 
+/** Where builds go: the embedded build queue, or Kubernetes mode's build Jobs (kube-jobs.ts). */
+export interface Builds {
+  /** A deployment was created (its git token, if any, for its fetch). */
+  enqueued(id: string, gitToken?: string): void;
+  /** It was deleted: its build stops. */
+  abort(id: string): void;
+}
+
 export function appsSettings(deps: AppDeps): AppsSettings {
   const settings = deps.settings.apps;
-  if (!settings) throw new AppError(503, 'apps_unavailable', 'This service does not run apps yet (Kubernetes mode builds and runs them in a later release)');
+  if (!settings) throw new AppError(503, 'apps_unavailable', 'This service runs no apps: in Kubernetes mode set a runner image (BROWSERPLANE_APP_RUNNER_IMAGE, the chart\'s apps.runner.image)');
   return settings;
 }
 
@@ -32,7 +42,7 @@ export function appsSettings(deps: AppDeps): AppsSettings {
  * bad paths, links, limits and a missing entrypoint are refused at once), moves the
  * upload into the content-addressed store and queues the build.
  */
-export async function createDeployment(deps: AppDeps, queue: BuildQueue | undefined, scope: ProjectScope, request: Request): Promise<DeploymentRow> {
+export async function createDeployment(deps: AppDeps, queue: Builds | undefined, scope: ProjectScope, request: Request): Promise<DeploymentRow> {
   const settings = appsSettings(deps);
   await ensureAppsDirs(settings.dataDir);
   const asJson = Boolean(request.is(['application/json', 'application/*+json']));
@@ -59,10 +69,12 @@ export async function createDeployment(deps: AppDeps, queue: BuildQueue | undefi
           throw badRequest('invalid_entrypoint', `The zip holds no file ${JSON.stringify(entrypoint)}`, [{ code: 'not_found', message: 'not in the zip', field: 'body.entrypoint_rel_path' }]);
         }
       }
-      // Content-addressed: the same bytes are stored once.
-      const stored = sourcePath(settings.dataDir, spooled.sha256);
-      if (await stat(stored).then(() => true, () => false)) await rm(spooled.path, { force: true });
-      else await rename(spooled.path, stored);
+      if (!settings.kubernetes) {
+        // Content-addressed: the same bytes are stored once.
+        const stored = sourcePath(settings.dataDir, spooled.sha256);
+        if (await stat(stored).then(() => true, () => false)) await rm(spooled.path, { force: true });
+        else await rename(spooled.path, stored);
+      }
     }
     const row = await inTransaction(deps.db, async (tx) => {
       const project = await shareLockLiveProject(tx, scope.orgId, scope.projectId);
@@ -79,6 +91,8 @@ export async function createDeployment(deps: AppDeps, queue: BuildQueue | undefi
           : { type: 'file', checksum: spooled!.sha256 },
         now,
       });
+      // Kubernetes mode: in Postgres, where every replica serves it to the build Job.
+      if (spooled && settings.kubernetes) await writeBlob(tx, created.id, 'source', createReadStream(spooled.path), settings.maxUploadBytes);
       await recordDeploymentEvents(deps, tx, created.id, [stateFrame(created, now)]);
       return created;
     });
@@ -110,7 +124,7 @@ export async function getDeployment(db: Queryable, scope: ProjectScope, id: stri
  * as it is. The deployment itself stays readable, status stopped. Then its build is
  * aborted and its queued and running invocations end (stopInvocationsOfDeployment).
  */
-export async function deleteDeployment(deps: AppDeps, queue: BuildQueue | undefined, scope: ProjectScope, id: string): Promise<void> {
+export async function deleteDeployment(deps: AppDeps, queue: Builds | undefined, scope: ProjectScope, id: string): Promise<void> {
   const stopped = await inTransaction(deps.db, async (tx) => {
     const row = await findDeployment(tx, scope, id, { forUpdate: true });
     if (!row) throw notFound('Deployment', id);
@@ -127,7 +141,8 @@ export async function deleteDeployment(deps: AppDeps, queue: BuildQueue | undefi
   await stopInvocationsOfDeployment(deps, scope, id, DEPLOYMENT_DELETED_INVOCATION_REASON);
   // Its runs are over (stopInvocationsOfDeployment waits for them) and no version of it is
   // live; a build the delete aborted removes its own dir as it ends.
-  if (stopped === 'running' && deps.settings.apps) await removeBuildDir(deps.settings.apps.dataDir, id, deps.log);
+  if (deps.settings.apps?.kubernetes) await deleteBlobs(deps.db, id);
+  else if (stopped === 'running' && deps.settings.apps) await removeBuildDir(deps.settings.apps.dataDir, id, deps.log);
 }
 
 /** The status_reason of the invocations a deployment's delete ends. */

@@ -5,6 +5,8 @@ import { appRoutes } from './apps-routes.js';
 import { BuildQueue } from './build-queue.js';
 import { deploymentRoutes } from './deployments-routes.js';
 import { inspectApps } from './inspect.js';
+import { internalBuildRoutes } from './internal-build-routes.js';
+import { kubeAppJobs } from './kube-jobs.js';
 
 /**
  * Deployments, their builds and the apps they register (issue 21). Where the service is
@@ -14,7 +16,11 @@ import { inspectApps } from './inspect.js';
 export const appsModule: ApiModule = {
   name: 'apps',
   routes: (deps) => {
-    const queue = deps.settings.apps ? new BuildQueue(deps, deps.settings.apps, inspectApps) : undefined;
+    const settings = deps.settings.apps;
+    // Kubernetes mode: builds are Jobs (kube-jobs.ts), and their pods speak the internal wire.
+    const jobs = kubeAppJobs(deps);
+    if (settings && jobs) return [...deploymentRoutes(deps, jobs, createRowFollower(deps)), ...appRoutes(deps), ...internalBuildRoutes(deps, settings)];
+    const queue = settings ? new BuildQueue(deps, settings, inspectApps) : undefined;
     queue?.start();
     if (queue) queues.set(deps, queue);
     return [...deploymentRoutes(deps, queue, createRowFollower(deps)), ...appRoutes(deps)];

@@ -1,5 +1,7 @@
 import path from 'node:path';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Config } from '../../config.js';
+import type { AppJobOptions } from './app-jobs.js';
 
 /**
  * What the app runtime needs from the service's configuration: where apps live on disk
@@ -15,12 +17,35 @@ export interface AppsSettings {
   buildTimeoutMs: number;
   /** Local git repositories (a path, file://) may be deployed from. */
   gitAllowLocal: boolean;
+  /**
+   * Kubernetes mode: builds and runs are Jobs of the runner image (kube-jobs.ts), sources
+   * and bundles live in Postgres. Unset: embedded mode (the build queue, the app sandbox).
+   */
+  kubernetes?: { kubeConfig: KubeConfig; jobs: Omit<AppJobOptions, 'apiUrl'> } | undefined;
 }
 
 const MIB = 1024 * 1024;
 
-export function appsSettingsOf(config: Config): AppsSettings {
+export function appsSettingsOf(config: Config, kubernetes?: { kubeConfig: KubeConfig; namespace: string }): AppsSettings {
   return {
+    ...(kubernetes && config.BROWSERPLANE_APP_RUNNER_IMAGE
+      ? {
+          kubernetes: {
+            kubeConfig: kubernetes.kubeConfig,
+            jobs: {
+              namespace: kubernetes.namespace,
+              image: config.BROWSERPLANE_APP_RUNNER_IMAGE,
+              imagePullPolicy: config.BROWSERPLANE_APP_RUNNER_PULL_POLICY,
+              proxy: { http: config.BROWSERPLANE_APP_HTTP_PROXY, https: config.BROWSERPLANE_APP_HTTPS_PROXY, noProxy: config.BROWSERPLANE_APP_NO_PROXY },
+              caConfigMap: config.BROWSERPLANE_APP_CA_CONFIGMAP,
+              resources: {
+                ...(config.BROWSERPLANE_APP_BUILD_RESOURCES ? { build: config.BROWSERPLANE_APP_BUILD_RESOURCES } : {}),
+                ...(config.BROWSERPLANE_APP_RUN_RESOURCES ? { run: config.BROWSERPLANE_APP_RUN_RESOURCES } : {}),
+              },
+            },
+          },
+        }
+      : {}),
     dataDir: config.dataDir,
     maxUploadBytes: config.BROWSERPLANE_APP_MAX_UPLOAD_MB * MIB,
     maxUnpackedBytes: config.BROWSERPLANE_APP_MAX_UNPACKED_MB * MIB,

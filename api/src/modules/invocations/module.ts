@@ -4,6 +4,9 @@ import { projectScopeOf } from '../../scope.js';
 import { invocationBrowsers } from '../browsers/invocation-browsers.js';
 import type { ApiModule } from '../api-module.js';
 import type { InvocationBrowsers } from './browsers.js';
+import { internalRunRoutes } from './internal-run-routes.js';
+import { cancelKubeRuns } from './kube-runs.js';
+import { releaseRun } from './run-finish.js';
 import { invocationRoutes } from './routes.js';
 import { countProjectInvocations } from './service.js';
 
@@ -11,7 +14,9 @@ export const invocationsModule: ApiModule = {
   name: 'invocations',
   routes: (deps) => {
     const browsers = invocationBrowsers(deps);
-    return invocationRoutes(deps, { browsers }).map((route) => deleteBrowsersOnFinish(deps, route, browsers));
+    const routes = invocationRoutes(deps, { browsers }).map((route) => deleteBrowsersOnFinish(deps, route, browsers));
+    // Kubernetes mode: run Jobs fetch their input and report here.
+    return deps.settings.apps?.kubernetes ? [...routes, ...internalRunRoutes(deps)] : routes;
   },
   projectResources: [countProjectInvocations],
 };
@@ -33,6 +38,11 @@ function deleteBrowsersOnFinish(deps: AppDeps, route: RouteDef, browsers: Invoca
         await browsers
           .deleteAll(projectScopeOf(ctx.auth), id)
           .catch((error: unknown) => deps.log.error({ err: error, invocationId: id }, 'deleting the browsers of a finished invocation failed'));
+        // A run Job of it (Kubernetes mode) is deleted; its key and token are revoked.
+        if (deps.settings.apps?.kubernetes) {
+          await cancelKubeRuns(deps, [id]);
+          await releaseRun(deps, projectScopeOf(ctx.auth), id);
+        }
       }
       return result;
     },

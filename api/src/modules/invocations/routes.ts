@@ -22,6 +22,7 @@ import { resolveSince } from './since.js';
 import { listInvocations } from './store.js';
 import { findLiveAppVersion } from './app-versions.js';
 import { actionNotFound, startRun, SYNC_WAIT_MS, waitForRun } from './runs.js';
+import { startKubeRun, waitForEnd } from './kube-runs.js';
 
 const tags = ['Invocations'];
 
@@ -67,9 +68,14 @@ export function invocationRoutes(deps: AppDeps, options: InvocationRouteOptions 
         }
         if (!version.actions.some((action) => action.name === body.action_name)) throw actionNotFound(version, body.action_name);
         const row = await createInvocation(deps, scope, body, version.deployment_id);
-        void startRun(deps, browsers, scope, row, version);
+        // Kubernetes mode: a Job runs it; embedded: this process does.
+        const kubernetes = deps.settings.apps?.kubernetes !== undefined;
+        if (kubernetes) await startKubeRun(deps, scope, row, version);
+        else void startRun(deps, browsers, scope, row, version);
         if (body.async === true) return json(presentInvocationCreated(row), 202);
-        await waitForRun(deps, row.id, deps.settings.invocationSyncWaitMs ?? SYNC_WAIT_MS);
+        const waitMs = deps.settings.invocationSyncWaitMs ?? SYNC_WAIT_MS;
+        if (kubernetes) await waitForEnd(deps, scope, row.id, waitMs);
+        else await waitForRun(deps, row.id, waitMs);
         return json(presentInvocationCreated(await getInvocation(db, scope, row.id)), 200);
       },
     }),

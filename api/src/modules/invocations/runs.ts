@@ -10,6 +10,10 @@ import { InvocationLogWriter } from './log-events.js';
 import { invocationChannel, isTerminal } from './service.js';
 import { findInvocation, setInvocationStatus, type InvocationRow, type Scope } from './store.js';
 import path from 'node:path';
+import { DEFAULT_RUN_TIMEOUT_SECONDS, errorOutput, releaseRun } from './run-finish.js';
+import { cancelKubeRuns } from './kube-runs.js';
+
+export { DEFAULT_RUN_TIMEOUT_SECONDS, errorOutput };
 
 /**
  * Invocations of a deployed app run here, in this process (embedded mode): each in the
@@ -19,20 +23,7 @@ import path from 'node:path';
  * delete, a restart's cleanup in another process) kills the process.
  */
 
-/**
- * async_timeout_seconds when not given, and the limit of a sync run: Kernel's docs
- * (apps/invoke.mdx) say async invocations "time out after 15 minutes by default".
- */
-export const DEFAULT_RUN_TIMEOUT_SECONDS = 900;
 
-/**
- * A failed run's output: `kernel invoke` prints only `output` for a finished invocation
- * (never status_reason), so a failure carries its reason there too, as JSON text in the
- * shape the CLI itself uses when it cancels (`{"error":"Invocation cancelled by user"}`).
- */
-export function errorOutput(reason: string): string {
-  return JSON.stringify({ error: reason });
-}
 /**
  * How long a sync POST /invocations waits for the run before it answers with the
  * invocation as it is (running): under the SDK's 60 s request timeout, past which the
@@ -194,6 +185,11 @@ export async function stopInvocationsOfDeployment(deps: AppDeps, scope: Scope, d
   const runs = runsOf(deps);
   for (const id of ended) runs.get(id)?.controller.abort();
   await Promise.all(ended.map((id) => runs.get(id)?.done ?? Promise.resolve()));
+  // Kubernetes mode: their Jobs go, their keys and tokens are revoked, their browsers deleted.
+  if (deps.settings.apps?.kubernetes) {
+    await cancelKubeRuns(deps, ended);
+    for (const id of ended) await releaseRun(deps, scope, id);
+  }
 }
 
 /**
