@@ -42,7 +42,7 @@ const buildResultSchema = z.discriminatedUnion('ok', [
 const buildInputSchema = z.object({
   deployment_id: z.string(),
   entrypoint_rel_path: z.string(),
-  source_type: z.enum(['file', 'github']),
+  source_type: z.enum(['upload', 'github']),
   source_url: z.string().nullable(),
   source_ref: z.string().nullable(),
   source_path: z.string().nullable(),
@@ -82,7 +82,7 @@ export function internalBuildRoutes(deps: AppDeps, settings: AppsSettings): Rout
         return json({
           deployment_id: current.id,
           entrypoint_rel_path: current.entrypoint_rel_path,
-          source_type: current.source_type,
+          source_type: current.source_type === 'file' ? 'upload' : 'github',
           source_url: current.source_url,
           source_ref: current.source_ref,
           source_path: current.source_path,

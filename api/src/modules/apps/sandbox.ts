@@ -167,9 +167,33 @@ function nodePrefix(): string | undefined {
   return path.basename(bin) === 'bin' ? path.dirname(bin) : bin;
 }
 
+/**
+ * BROWSERPLANE_APP_SANDBOX=pod (the runner image): the process is an app Job's pod, which
+ * is the sandbox (its own uid, read-only root, resource limits, no service account token),
+ * so code runs directly: no bwrap, no uid switch, no prlimit, no "unconfined" error.
+ */
+const inPod = (): boolean => process.env.BROWSERPLANE_APP_SANDBOX === 'pod';
+
+/**
+ * What a pod's code inherits of the pod's environment: the egress proxy and the CA bundle
+ * the API hands every app Job (npm, pip and git must go through them). Never the rest:
+ * the Job's token is for the pod program alone.
+ */
+const POD_PASSED_ENV = ['HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy', 'NODE_EXTRA_CA_CERTS', 'PIP_CERT', 'SSL_CERT_FILE'];
+
+function podEnv(): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of POD_PASSED_ENV) {
+    const value = process.env[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
 export async function runSandboxed(options: SandboxRunOptions): Promise<SandboxResult> {
-  const confined = await sandboxAvailable();
-  if (!confined && isRoot()) {
+  const pod = inPod();
+  const confined = pod ? false : await sandboxAvailable();
+  if (!confined && !pod && isRoot()) {
     throw new SandboxUnavailableError(
       'app code needs bubblewrap with unprivileged user namespaces (kernel.unprivileged_userns_clone / user.max_user_namespaces), which this host refuses; the service runs as root and will not run app code unconfined',
     );
@@ -178,13 +202,13 @@ export async function runSandboxed(options: SandboxRunOptions): Promise<SandboxR
   const runId = randomUUID();
   const scratch = path.join(scratchRoot, runId);
   await mkdir(scratch, { mode: 0o700 });
-  const uid = isRoot() ? await uidPool().allocate(`app-run:${runId}`) : undefined;
+  const uid = isRoot() && !pod ? await uidPool().allocate(`app-run:${runId}`) : undefined;
   try {
     if (uid !== undefined) {
       await chown(scratch, uid, uid);
       for (const dir of options.writable) await chownTree(dir, uid);
     }
-    return await spawnRun(options, { confined, uid, scratch });
+    return await spawnRun(options, { confined, uid, scratch, pod });
   } finally {
     if (uid !== undefined) {
       // Kill what is left of the uid first (nothing should be: the pid namespace died with bwrap).
@@ -225,7 +249,7 @@ function launchArgv(options: SandboxRunOptions, uid: number | undefined, scratch
   return [...drop, ...limit, ...bwrap];
 }
 
-function spawnRun(options: SandboxRunOptions, run: { confined: boolean; uid: number | undefined; scratch: string }): Promise<SandboxResult> {
+function spawnRun(options: SandboxRunOptions, run: { confined: boolean; uid: number | undefined; scratch: string; pod: boolean }): Promise<SandboxResult> {
   const prefix = nodePrefix();
   const pathVar = [...(prefix ? [path.join(prefix, 'bin')] : []), '/usr/local/bin', '/usr/bin', '/bin'].join(':');
   let argv: string[];
@@ -236,6 +260,10 @@ function spawnRun(options: SandboxRunOptions, run: { confined: boolean; uid: num
     // The code's variables go through the launchers' environment, not their argv: a
     // command line is world-readable in the host's /proc, an environment is not.
     env = { PATH: pathVar, LANG: 'C.UTF-8', HOME: '/tmp', TMPDIR: '/tmp', ...options.env };
+  } else if (run.pod) {
+    argv = [options.command, ...options.args];
+    cwd = options.cwd;
+    env = { PATH: pathVar, LANG: 'C.UTF-8', HOME: run.scratch, TMPDIR: run.scratch, ...podEnv(), ...options.env };
   } else {
     if (!warnedUnconfined) {
       warnedUnconfined = true;

@@ -40,6 +40,10 @@ export function withTimeoutSetting(result: ActionResult, timeoutMs: number): Act
 
 /** Records the result unless the invocation already ended; true when this call ended it. */
 export async function finishRun(deps: AppDeps, scope: Scope, invocationId: string, result: ActionResult): Promise<boolean> {
+  const before = await findInvocation(deps.db, scope, invocationId);
+  if (!before || isTerminal(before.status)) return false;
+  // Its browsers go first: a client that sees the run end sees them gone, as in embedded mode.
+  await deleteBrowsers(deps, scope, invocationId);
   const ended = await inTransaction(deps.db, async (tx) => {
     const current = await findInvocation(tx, scope, invocationId, { forUpdate: true });
     if (!current || isTerminal(current.status)) return false;
@@ -64,7 +68,11 @@ export async function releaseRun(deps: AppDeps, scope: Scope, invocationId: stri
   } catch (error) {
     deps.log.error({ err: error, invocationId }, "revoking a finished run's key failed (it expires on its own)");
   }
-  await invocationBrowsers(deps)
+  await deleteBrowsers(deps, scope, invocationId);
+}
+
+function deleteBrowsers(deps: AppDeps, scope: Scope, invocationId: string): Promise<void> {
+  return invocationBrowsers(deps)
     .deleteAll(scope, invocationId)
     .catch((error: unknown) => deps.log.error({ err: error, invocationId }, 'deleting the browsers of a finished invocation failed'));
 }
