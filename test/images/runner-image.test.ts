@@ -34,6 +34,10 @@ describe('the runner image', () => {
     expect(config.Env).toEqual(expect.arrayContaining(['BROWSERPLANE_APP_SANDBOX=pod', 'HOME=/work/home']));
     const id = await pod.exec(['id', '-u']);
     expect(id.stdout.trim()).toBe(String(POD_UID));
+    // The entry point is there: without a Job's arguments it says how it is called.
+    const bare = await pod.exec(['node', 'dist/api/src/modules/apps/pod/job-main.js']);
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toMatch(/^usage: job-main\.js build <deploymentId> \| invoke/);
   });
 
   it('has Node, python3 with a venv that works under /work, and git', async () => {
