@@ -61,7 +61,7 @@ test-k8s: build k8s-binaries helm-binary ## Kubernetes tier: CRDs, leases, the o
 test-cluster: deps ## Cluster tier: a real node (containerd + runc, kubelet, kube-proxy) runs pods from local images, all inside namespaces of its own (root; cold: ~13 min of builds)
 	scripts/cluster-test.sh
 
-images: ## Build the api/operator and browser images (docker, else podman; cold ~6 min on 2 cores, warm ~10 s); prints refs and ctr-importable archives
+images: ## Build the api/operator, browser and app runner images (docker, else podman; cold ~6 min on 2 cores, warm ~10 s); prints refs and ctr-importable archives
 	scripts/images.sh
 
 test-images: deps images k8s-binaries ## Image tier: both images run as the chart's pods (podman + runc, read-only root, uid 10001) against Postgres and a kube-apiserver

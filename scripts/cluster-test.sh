@@ -54,10 +54,11 @@ scripts/k8s-test-binaries.sh >/dev/null
 scripts/k8s-test-binaries.sh node >/dev/null
 images=$(scripts/cluster-test-image.sh | tail -n1)
 # Everything that needs the package registries happens out here: inside the namespace there
-# is no network but the cluster's own. Helm (the chart tests) and our two images (`make
-# images`; lines `api=<ref> <archive>` and `browser=<ref> <archive>`) for the Helm end-to-end test.
+# is no network but the cluster's own (and the egress proxy below). Helm (the chart tests) and
+# our three images (`make images`; lines `api=<ref> <archive>`, `browser=…`, `runner=…`) for
+# the Helm and app end-to-end tests.
 scripts/helm-binary.sh >/dev/null
-built_images=$(scripts/images.sh | grep -E '^(api|browser)=')
+built_images=$(scripts/images.sh | grep -E '^(api|browser|runner)=')
 echo "cluster-test: binaries and images ready in $(( $(date +%s) - started ))s" >&2
 
 # The kubelet's cgroup root: a child of this process's own memory cgroup path, created in
@@ -113,6 +114,18 @@ tmp=$(mktemp -d /tmp/browserplane-cluster.XXXXXX)
 chmod 0711 "$tmp"
 trap 'cleanup_cgroups; for d in "${made_dirs[@]}"; do rmdir "$d" 2>/dev/null || true; done; [[ -n "${BROWSERPLANE_K8S_KEEP_LOGS:-}" ]] && echo "cluster-test: logs kept in $tmp" >&2 || rm -rf "$tmp"' EXIT
 
+# The tier's only way out: an HTTP forward proxy here, in the host's network namespace, on a
+# unix socket (a file: reachable from inside, where test/cluster/support/egress.ts bridges
+# <node ip>:3128 to it for the pods' app builds: npm, PyPI). Names on ports 80 and 443 only;
+# every request is logged to $tmp/egress-proxy.log.
+egress_socket="$tmp/egress-proxy.sock"
+node scripts/cluster-egress-proxy.mjs "$egress_socket" >"$tmp/egress-proxy.log" 2>&1 &
+egress_pid=$!
+trap 'kill "$egress_pid" 2>/dev/null; cleanup_cgroups; for d in "${made_dirs[@]}"; do rmdir "$d" 2>/dev/null || true; done; [[ -n "${BROWSERPLANE_K8S_KEEP_LOGS:-}" ]] && echo "cluster-test: logs kept in $tmp" >&2 || rm -rf "$tmp"' EXIT
+for _ in {1..50}; do [[ -S "$egress_socket" ]] && break; sleep 0.1; done
+[[ -S "$egress_socket" ]] || { echo "cluster-test: the egress proxy did not start: $(cat "$tmp/egress-proxy.log")" >&2; exit 1; }
+
 (( $# )) || set -- node_modules/.bin/vitest run --config test/vitest.cluster.ts
 TMPDIR="$tmp" BROWSERPLANE_CLUSTER_CGROUP_ROOT="$cgroup_root" BROWSERPLANE_CLUSTER_IMAGES="$images" BROWSERPLANE_TEST_IMAGES="$built_images" \
+  BROWSERPLANE_CLUSTER_EGRESS_SOCKET="$egress_socket" BROWSERPLANE_CLUSTER_EGRESS_LOG="$tmp/egress-proxy.log" \
   unshare --net --mount --pid --fork --mount-proc --propagation private -- "$0" --inside "$@"

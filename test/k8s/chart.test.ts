@@ -4,6 +4,7 @@ import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { AGENT_PORT, browserPod } from '../../operator/src/k8s/browser-pod.js';
+import { buildJob, DEFAULT_APP_JOB_RESOURCES, runJob } from '../../api/src/modules/apps/app-jobs.js';
 import { installCrds } from './support/kube.js';
 import { egressAdmits, peersMatching, selects, type NetworkPolicySpec } from './support/network-policy.js';
 import {
@@ -78,6 +79,13 @@ const browserPodLabels = () =>
     { browserId: 'bs_labels', orgId: 'org', projectId: 'proj', headless: true, stealth: false, kioskMode: false, viewport: { width: 800, height: 600 }, chromePolicy: {}, labels: { 'browserplane.dev/pool': 'pool_x' } },
     { namespace: 'any', image: 'browserplane/browser:test' },
   ).metadata!.labels!;
+/** The labels of the app build and run pods the API creates (app-jobs.ts), not rendered by the chart. */
+const appPodLabels = () => {
+  const options = { namespace: 'any', image: 'browserplane/runner:test', apiUrl: 'http://api' };
+  const build = buildJob({ deploymentId: 'dep_labels', buildTimeoutMs: 60_000 }, options).spec!.template.metadata!.labels!;
+  const run = runJob({ invocationId: 'inv_labels', deploymentId: 'dep_labels', appName: 'a', actionName: 'b', timeoutMs: 60_000 }, options).spec!.template.metadata!.labels!;
+  return { build, run };
+};
 const templateLabels = (workload: KubeObject) => (workload.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
 const containerPort = (workload: KubeObject, name: string) =>
   (podSpecOf(workload).containers[0] as Container & { ports: { name: string; containerPort: number }[] }).ports.find((port) => port.name === name)!.containerPort;
@@ -161,6 +169,18 @@ describe('values.schema.json and the templates refuse bad values', () => {
     ['a log level pino does not know', 'operator:\n  logLevel: verbose\n', schemaError("- at '/operator/logLevel': value must be one of")],
     ['an encryption key that is not 32 bytes', 'secrets:\n  encryptionKey: c2hvcnQ=\n', schemaError("- at '/secrets/encryptionKey': 'c2hvcnQ=' does not match pattern")],
     ['an API key shorter than 32 characters', 'secrets:\n  apiKey: short\n', schemaError("- at '/secrets/apiKey': 'short' does not match pattern")],
+    ['an app proxy that is not a URL', 'apps:\n  proxy:\n    https: proxy.internal:3128\n', schemaError("- at '/apps/proxy/https': 'proxy.internal:3128' does not match pattern")],
+    [
+      'an app Job quantity as a number (the API reads the JSON as strings)',
+      'apps:\n  run:\n    resources:\n      limits:\n        cpu: 2\n',
+      schemaError("- at '/apps/run/resources/limits/cpu': got number, want string"),
+    ],
+    [
+      'an app Job quantity the API does not read (exponent)',
+      'apps:\n  build:\n    resources:\n      workSize: "1e3"\n',
+      schemaError("- at '/apps/build/resources/workSize': '1e3' does not match pattern"),
+    ],
+    ['an internal URL without a scheme', 'api:\n  internalUrl: 10.96.0.10\n', schemaError("- at '/api/internalUrl': '10.96.0.10' does not match pattern")],
     ['a DATABASE_URL of another scheme', 'postgresql:\n  enabled: false\ndatabase:\n  url: mysql://db/x\n', schemaError("- at '/database/url': 'mysql://db/x' does not match pattern")],
     ['an external database and the bundled one', 'database:\n  url: postgres://db/x\n', schemaError("- at '/database/url': value must be ''")],
     ['no database source', 'postgresql:\n  enabled: false\n', /set exactly one of database\.url, database\.existingSecret or postgresql\.enabled=true/],
@@ -243,8 +263,12 @@ describe.each(Object.keys(VALUES_SETS) as ValuesSet[])('rendered with %s values'
     const apiRules = rulesOf(named(objects, 'Role', 'browserplane-api'));
     expect(apiRules.flatMap((rule) => rule.resources ?? [])).not.toContain('pods');
     // Outside its own group the API may only write and delete (never read) the launch Secrets.
+    // and run the app runtime's Jobs (which carry their token Secrets).
     const apiCoreRules = apiRules.filter((rule) => !rule.apiGroups?.every((group) => group === 'browserplane.dev'));
-    expect(apiCoreRules).toEqual([{ apiGroups: [''], resources: ['secrets'], verbs: ['create', 'delete'] }]);
+    expect(apiCoreRules).toEqual([
+      { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'delete'] },
+      { apiGroups: ['batch'], resources: ['jobs'], verbs: ['get', 'list', 'watch', 'create', 'delete'] },
+    ]);
     // Leases: create (cannot be limited by name), everything else only on the operator's own.
     const operatorRules = rulesOf(named(objects, 'Role', 'browserplane-operator'));
     const leaseRules = operatorRules.filter((rule) => rule.resources?.includes('leases'));
@@ -267,6 +291,12 @@ describe.each(Object.keys(VALUES_SETS) as ValuesSet[])('rendered with %s values'
     expect(envOf(api, 'BROWSERPLANE_RUNTIME')?.value).toBe('kubernetes');
     expect(envOf(api, 'POD_NAMESPACE')?.valueFrom?.fieldRef?.fieldPath).toBe('metadata.namespace');
     expect(envOf(api, 'BROWSERPLANE_INTERNAL_URL')?.value).toMatch(new RegExp(`^http://browserplane-api\\.${namespace}\\.svc:\\d+$`));
+    // Apps: Jobs of the runner image (the chart's appVersion by default), with the API's own resource defaults.
+    expect(envOf(api, 'BROWSERPLANE_APP_RUNNER_IMAGE')?.value).toMatch(/^browserplane\/runner:\d+\.\d+\.\d+/);
+    expect(envOf(api, 'BROWSERPLANE_APP_RUNNER_PULL_POLICY')?.value).toBe('IfNotPresent');
+    expect(JSON.parse(envOf(api, 'BROWSERPLANE_APP_BUILD_RESOURCES')!.value!)).toEqual(DEFAULT_APP_JOB_RESOURCES.build);
+    expect(JSON.parse(envOf(api, 'BROWSERPLANE_APP_RUN_RESOURCES')!.value!)).toEqual(DEFAULT_APP_JOB_RESOURCES.run);
+    for (const variable of ['BROWSERPLANE_APP_HTTP_PROXY', 'BROWSERPLANE_APP_HTTPS_PROXY', 'BROWSERPLANE_APP_NO_PROXY', 'BROWSERPLANE_APP_CA_CONFIGMAP']) expect(envOf(api, variable), variable).toBeUndefined();
     // Every Secret a pod reads is either rendered here or one the values name as existing.
     const rendered = new Set(ofKind(objects, 'Secret').map((secret) => secret.metadata.name));
     const existing = new Set(set === 'ci/existing-secrets-values.yaml' ? ['browserplane-keys', 'platform-postgres'] : []);
@@ -293,7 +323,7 @@ describe.each(Object.keys(VALUES_SETS) as ValuesSet[])('rendered with %s values'
       ...(postgres ? { postgresql: templateLabels(postgres) } : {}),
     };
     expect(ofKind(objects, 'NetworkPolicy').map((policy) => policy.metadata.name).sort()).toEqual(
-      ['browserplane-api', 'browserplane-browsers', ...(postgres ? ['browserplane-postgresql'] : [])].sort(),
+      ['browserplane-api', 'browserplane-apps', 'browserplane-browsers', ...(postgres ? ['browserplane-postgresql'] : [])].sort(),
     );
     const browsers = named(objects, 'NetworkPolicy', 'browserplane-browsers').spec as NetworkPolicySpec;
     expect(Object.keys(pods).filter((pod) => selects(browsers.podSelector, pods[pod]!))).toEqual(['browser']);
@@ -315,6 +345,35 @@ describe.each(Object.keys(VALUES_SETS) as ValuesSet[])('rendered with %s values'
     const proxyOpened = set === 'ci/existing-secrets-values.yaml';
     expect(egressAdmits(egress, '10.20.3.4', 3128)).toBe(proxyOpened);
     expect(egressAdmits(egress, '10.20.3.4', 443)).toBe(false);
+  });
+
+  it('lets nothing into app build and run pods, and them out to DNS, the API and the public internet', () => {
+    const api = named(objects, 'Deployment', 'browserplane-api');
+    const { build, run } = appPodLabels();
+    const pods: Record<string, Record<string, string>> = {
+      api: templateLabels(api),
+      operator: templateLabels(named(objects, 'Deployment', 'browserplane-operator')),
+      browser: browserPodLabels(),
+      build,
+      run,
+    };
+    const apps = named(objects, 'NetworkPolicy', 'browserplane-apps').spec as NetworkPolicySpec;
+    expect(Object.keys(pods).filter((pod) => selects(apps.podSelector, pods[pod]!))).toEqual(['build', 'run']);
+    const browsers = named(objects, 'NetworkPolicy', 'browserplane-browsers').spec as NetworkPolicySpec;
+    expect(selects(browsers.podSelector, build) || selects(browsers.podSelector, run)).toBe(false);
+    expect(apps.policyTypes).toEqual(['Ingress', 'Egress']);
+    expect(apps.ingress ?? []).toEqual([]);
+    const egress = apps.egress!;
+    const toApi = egress.filter((rule) => rule.to?.some((peer) => peer.podSelector));
+    expect(toApi).toHaveLength(1);
+    expect(peersMatching(toApi[0]!.to!, pods)).toEqual(['api']);
+    expect(toApi[0]!.ports).toEqual([{ port: containerPort(api, 'http'), protocol: 'TCP' }]);
+    expect(egress.filter((rule) => !rule.to)).toEqual([{ ports: [{ port: 53, protocol: 'UDP' }, { port: 53, protocol: 'TCP' }] }]);
+    for (const port of [80, 443]) expect(egressAdmits(egress, '151.101.0.223', port)).toBe(true);
+    for (const address of ['169.254.169.254', '10.0.0.1', '172.16.0.10', '192.168.1.1', '100.64.0.1']) expect(egressAdmits(egress, address, 443), address).toBe(false);
+    // The API's own policy takes them on its HTTP port (it takes anyone there).
+    const apiPolicy = named(objects, 'NetworkPolicy', 'browserplane-api').spec as NetworkPolicySpec;
+    expect(apiPolicy.ingress).toEqual([{ ports: [{ port: containerPort(api, 'http'), protocol: 'TCP' }] }]);
   });
 
   it('lets only the API and operator pods reach the bundled Postgres, and anyone the API on its HTTP port', () => {
@@ -354,6 +413,36 @@ describe('rendering choices', () => {
     expect(ofKind(withCrd, 'ServiceMonitor')).toHaveLength(1);
     expect(ofKind(withoutCrd, 'ServiceMonitor')).toEqual([]);
     expect(ofKind(notAsked, 'ServiceMonitor')).toEqual([]);
+  });
+
+  it('passes the app runtime settings to the API: internal URL, proxy, CA ConfigMap, resources, or apps off', async () => {
+    const apiEnv = async (set: string[]) => {
+      const container = podSpecOf(named(await renderChart({ namespace: 'render-only', set }), 'Deployment', 'browserplane-api')).containers[0]!;
+      return (name: string) => envOf(container, name)?.value;
+    };
+    const env = await apiEnv([
+      'api.internalUrl=http://10.96.0.42',
+      'apps.proxy.http=http://proxy.internal:3128',
+      'apps.proxy.https=http://proxy.internal:3129',
+      'apps.proxy.noProxy=.internal\\,10.0.0.0/8',
+      'apps.caConfigMap=egress-ca',
+      'apps.runner.image.repository=registry.example.com/runner',
+      'apps.runner.image.tag=1.2.3',
+      'apps.runner.image.pullPolicy=Never',
+      'apps.run.resources.limits.memory=3Gi',
+    ]);
+    expect(env('BROWSERPLANE_INTERNAL_URL')).toBe('http://10.96.0.42');
+    expect(env('BROWSERPLANE_APP_RUNNER_IMAGE')).toBe('registry.example.com/runner:1.2.3');
+    expect(env('BROWSERPLANE_APP_RUNNER_PULL_POLICY')).toBe('Never');
+    expect(env('BROWSERPLANE_APP_HTTP_PROXY')).toBe('http://proxy.internal:3128');
+    expect(env('BROWSERPLANE_APP_HTTPS_PROXY')).toBe('http://proxy.internal:3129');
+    expect(env('BROWSERPLANE_APP_NO_PROXY')).toBe('.internal,10.0.0.0/8');
+    expect(env('BROWSERPLANE_APP_CA_CONFIGMAP')).toBe('egress-ca');
+    // One key overridden; the rest of the defaults merge in.
+    expect(JSON.parse(env('BROWSERPLANE_APP_RUN_RESOURCES')!)).toEqual({ ...DEFAULT_APP_JOB_RESOURCES.run, limits: { ...DEFAULT_APP_JOB_RESOURCES.run.limits, memory: '3Gi' } });
+    const off = await apiEnv(['apps.runner.image.repository=']);
+    expect(off('BROWSERPLANE_APP_RUNNER_IMAGE')).toBeUndefined();
+    expect(off('BROWSERPLANE_APP_RUNNER_PULL_POLICY')).toBeUndefined();
   });
 
   it('renders no NetworkPolicy when networkPolicy.enabled is false', async () => {
@@ -427,6 +516,12 @@ describe('a real helm install, upgrade and uninstall on the test control plane',
     expect(await canI(apiSa, { namespace, verb: 'delete', resource: 'secrets' })).toBe(true);
     expect(await canI(apiSa, { namespace, verb: 'list', resource: 'secrets' })).toBe(false);
     expect(await canI(apiSa, { namespace: 'kube-system', verb: 'create', resource: 'secrets' })).toBe(false);
+    // App build and run Jobs, in the release namespace only, never changed in place.
+    const jobs = { group: 'batch', resource: 'jobs' };
+    for (const verb of ['create', 'get', 'list', 'watch', 'delete']) expect(await canI(apiSa, { namespace, verb, ...jobs }), `jobs ${verb}`).toBe(true);
+    expect(await canI(apiSa, { namespace, verb: 'update', ...jobs })).toBe(false);
+    expect(await canI(apiSa, { namespace: 'kube-system', verb: 'create', ...jobs })).toBe(false);
+    expect(await canI(operatorSa, { namespace, verb: 'create', ...jobs })).toBe(false);
 
     succeeded(await helm(['uninstall', 'browserplane', ...common]), 'helm uninstall');
     expect(await readSecret('browserplane')).toEqual(first);

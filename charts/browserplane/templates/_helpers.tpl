@@ -63,6 +63,18 @@ app.kubernetes.io/component: browser
 {{- printf "%s:%s" .Values.browsers.image.repository (default .Chart.AppVersion .Values.browsers.image.tag) -}}
 {{- end -}}
 
+{{- define "browserplane.runnerImage" -}}
+{{- printf "%s:%s" .Values.apps.runner.image.repository (default .Chart.AppVersion .Values.apps.runner.image.tag) -}}
+{{- end -}}
+
+{{/*
+The labels the API puts on every app build and run Job and its pod: APP_JOB_LABELS in
+api/src/modules/apps/app-jobs.ts (test/k8s/chart.test.ts holds the two together).
+*/}}
+{{- define "browserplane.appPodSelectorLabels" -}}
+app.kubernetes.io/name: browserplane-app
+{{- end -}}
+
 {{- define "browserplane.apiServiceAccountName" -}}
 {{- if .Values.api.serviceAccount.create -}}
 {{- default (printf "%s-api" (include "browserplane.fullname" .)) .Values.api.serviceAccount.name -}}

@@ -58,6 +58,8 @@ export interface PodOptions {
   /** A name prefix; a random suffix is added. */
   name: string;
   env: Record<string, string>;
+  /** In place of the image's ENTRYPOINT (a Job's command). */
+  entrypoint?: string[];
   /** Arguments after the image (the chart's args, e.g. dist/operator/src/main.js). */
   args?: string[];
   /** emptyDir volumes: their mount paths. */
@@ -118,6 +120,7 @@ export async function startPod(options: PodOptions): Promise<Pod> {
     ...(options.shmSize ? [`--shm-size=${options.shmSize}`] : []),
     ...volumeArgs,
     ...Object.entries(options.env).flatMap(([key, value]) => ['--env', `${key}=${value}`]),
+    ...(options.entrypoint ? ['--entrypoint', JSON.stringify(options.entrypoint)] : []),
     options.image,
     ...(options.args ?? []),
   ];
