@@ -34,6 +34,41 @@ const resourcesJson = optionalString
       .optional(),
   );
 
+/** Where app pods go (the chart: its imagePullSecrets and apps.nodeSelector, .tolerations, .runtimeClassName). */
+const placementJson = optionalString
+  .transform((text, ctx) => {
+    if (text === undefined) return undefined;
+    try {
+      return JSON.parse(text) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'not JSON' });
+      return z.NEVER;
+    }
+  })
+  .pipe(
+    z
+      .object({
+        imagePullSecrets: z.array(z.object({ name: z.string().min(1) }).strict()).nullish(),
+        nodeSelector: z.record(z.string(), z.string()).nullish(),
+        // Strict: a misspelt field would be dropped by the API server, and the pod would sit
+        // Pending away from the tainted nodes it was meant for.
+        tolerations: z
+          .array(
+            z.strictObject({
+              key: z.string().optional(),
+              operator: z.enum(['Exists', 'Equal']).optional(),
+              value: z.string().optional(),
+              effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
+              tolerationSeconds: z.number().int().optional(),
+            }),
+          )
+          .nullish(),
+        runtimeClassName: z.string().nullish(),
+      })
+      .strict()
+      .optional(),
+  );
+
 export const appJobFields = {
   BROWSERPLANE_APP_RUNNER_IMAGE: optionalString.describe(
     'Kubernetes mode: the runner image of build and run Jobs (make images builds browserplane/runner); unset, POST /deployments answers 503 apps_unavailable',
@@ -47,4 +82,5 @@ export const appJobFields = {
     .describe('Kubernetes mode: a ConfigMap (key ca.crt, a whole CA bundle) the build and run pods trust instead of their own (egress that inspects TLS)'),
   BROWSERPLANE_APP_BUILD_RESOURCES: resourcesJson.describe('Kubernetes mode: JSON {requests, limits, workSize} of build pods (default: docs/apps.md)'),
   BROWSERPLANE_APP_RUN_RESOURCES: resourcesJson.describe('Kubernetes mode: JSON {requests, limits, workSize} of run pods (default: docs/apps.md)'),
+  BROWSERPLANE_APP_POD_PLACEMENT: placementJson.describe('Kubernetes mode: JSON {imagePullSecrets, nodeSelector, tolerations, runtimeClassName} of build and run pods (default: none)'),
 };

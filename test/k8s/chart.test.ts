@@ -5,6 +5,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { AGENT_PORT, browserPod } from '../../operator/src/k8s/browser-pod.js';
 import { buildJob, DEFAULT_APP_JOB_RESOURCES, runJob } from '../../api/src/modules/apps/app-jobs.js';
+import { parseConfig } from '../../api/src/config.js';
 import { installCrds } from './support/kube.js';
 import { egressAdmits, peersMatching, selects, type NetworkPolicySpec } from './support/network-policy.js';
 import {
@@ -430,6 +431,12 @@ describe('rendering choices', () => {
       'apps.runner.image.tag=1.2.3',
       'apps.runner.image.pullPolicy=Never',
       'apps.run.resources.limits.memory=3Gi',
+      'imagePullSecrets[0].name=regcred',
+      'apps.nodeSelector.pool=apps',
+      'apps.tolerations[0].key=apps',
+      'apps.tolerations[0].operator=Exists',
+      'apps.tolerations[0].effect=NoSchedule',
+      'apps.runtimeClassName=gvisor',
     ]);
     expect(env('BROWSERPLANE_INTERNAL_URL')).toBe('http://10.96.0.42');
     expect(env('BROWSERPLANE_APP_RUNNER_IMAGE')).toBe('registry.example.com/runner:1.2.3');
@@ -440,6 +447,11 @@ describe('rendering choices', () => {
     expect(env('BROWSERPLANE_APP_CA_CONFIGMAP')).toBe('egress-ca');
     // One key overridden; the rest of the defaults merge in.
     expect(JSON.parse(env('BROWSERPLANE_APP_RUN_RESOURCES')!)).toEqual({ ...DEFAULT_APP_JOB_RESOURCES.run, limits: { ...DEFAULT_APP_JOB_RESOURCES.run.limits, memory: '3Gi' } });
+    // Placement as the API's own setting parses it, and as the Jobs then carry it.
+    const placement = parseConfig({ BROWSERPLANE_APP_POD_PLACEMENT: env('BROWSERPLANE_APP_POD_PLACEMENT') }).BROWSERPLANE_APP_POD_PLACEMENT;
+    expect(placement).toEqual({ imagePullSecrets: [{ name: 'regcred' }], nodeSelector: { pool: 'apps' }, tolerations: [{ key: 'apps', operator: 'Exists', effect: 'NoSchedule' }], runtimeClassName: 'gvisor' });
+    const pod = buildJob({ deploymentId: 'dep_1', buildTimeoutMs: 1000 }, { namespace: 'ns', image: 'r', apiUrl: 'http://api', ...placement }).spec!.template.spec!;
+    expect(pod).toMatchObject({ imagePullSecrets: [{ name: 'regcred' }], nodeSelector: { pool: 'apps' }, runtimeClassName: 'gvisor' });
     const off = await apiEnv(['apps.runner.image.repository=']);
     expect(off('BROWSERPLANE_APP_RUNNER_IMAGE')).toBeUndefined();
     expect(off('BROWSERPLANE_APP_RUNNER_PULL_POLICY')).toBeUndefined();

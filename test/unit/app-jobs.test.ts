@@ -94,7 +94,7 @@ describe('egress and CA settings of app pods', () => {
     const pod = made.spec!.template.spec!;
     expect(pod.volumes).toContainEqual({ name: 'ca', configMap: { name: 'corp-ca', items: [{ key: 'ca.crt', path: 'ca.crt' }] } });
     expect(pod.containers[0]!.volumeMounts).toContainEqual({ name: 'ca', mountPath: '/etc/browserplane/ca', readOnly: true });
-    expect(envOf(made)).toMatchObject({ NODE_EXTRA_CA_CERTS: '/etc/browserplane/ca/ca.crt', PIP_CERT: '/etc/browserplane/ca/ca.crt', SSL_CERT_FILE: '/etc/browserplane/ca/ca.crt' });
+    expect(envOf(made)).toMatchObject({ NODE_EXTRA_CA_CERTS: '/etc/browserplane/ca/ca.crt', PIP_CERT: '/etc/browserplane/ca/ca.crt', SSL_CERT_FILE: '/etc/browserplane/ca/ca.crt', GIT_SSL_CAINFO: '/etc/browserplane/ca/ca.crt' });
   });
 });
 

@@ -122,8 +122,9 @@ function proxyEnv(options: AppJobOptions): { name: string; value: string }[] {
 
 function caEnv(options: AppJobOptions): { name: string; value: string }[] {
   if (!options.caConfigMap) return [];
-  // Node adds it to its own store; pip and OpenSSL (Python's ssl) replace theirs with it.
-  return ['NODE_EXTRA_CA_CERTS', 'PIP_CERT', 'SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE'].map((name) => ({ name, value: CA_BUNDLE_PATH }));
+  // Node adds it to its own store; pip, OpenSSL (Python's ssl), requests and git (its
+  // libcurl reads GIT_SSL_CAINFO, not SSL_CERT_FILE) replace theirs with it.
+  return ['NODE_EXTRA_CA_CERTS', 'PIP_CERT', 'SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE', 'GIT_SSL_CAINFO'].map((name) => ({ name, value: CA_BUNDLE_PATH }));
 }
 
 function resourcesOf(kind: AppJobKind, options: AppJobOptions): AppJobResources {

@@ -179,7 +179,7 @@ const inPod = (): boolean => process.env.BROWSERPLANE_APP_SANDBOX === 'pod';
  * the API hands every app Job (npm, pip and git must go through them). Never the rest:
  * the Job's token is for the pod program alone.
  */
-const POD_PASSED_ENV = ['HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy', 'NODE_EXTRA_CA_CERTS', 'PIP_CERT', 'SSL_CERT_FILE'];
+const POD_PASSED_ENV = ['HTTP_PROXY', 'HTTPS_PROXY', 'NO_PROXY', 'http_proxy', 'https_proxy', 'no_proxy', 'NODE_EXTRA_CA_CERTS', 'PIP_CERT', 'SSL_CERT_FILE', 'REQUESTS_CA_BUNDLE', 'GIT_SSL_CAINFO'];
 
 function podEnv(): Record<string, string> {
   const env: Record<string, string> = {};

@@ -38,6 +38,7 @@ export function appsSettingsOf(config: Config, kubernetes?: { kubeConfig: KubeCo
               imagePullPolicy: config.BROWSERPLANE_APP_RUNNER_PULL_POLICY,
               proxy: { http: config.BROWSERPLANE_APP_HTTP_PROXY, https: config.BROWSERPLANE_APP_HTTPS_PROXY, noProxy: config.BROWSERPLANE_APP_NO_PROXY },
               caConfigMap: config.BROWSERPLANE_APP_CA_CONFIGMAP,
+              ...(config.BROWSERPLANE_APP_POD_PLACEMENT ?? {}),
               resources: {
                 ...(config.BROWSERPLANE_APP_BUILD_RESOURCES ? { build: config.BROWSERPLANE_APP_BUILD_RESOURCES } : {}),
                 ...(config.BROWSERPLANE_APP_RUN_RESOURCES ? { run: config.BROWSERPLANE_APP_RUN_RESOURCES } : {}),
