@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { jsonSetting, podPlacementFields } from '../../contract/placement.js';
 
 /**
  * Settings of the app runtime in Kubernetes mode (docs/apps.md, "Kubernetes mode"): the
@@ -13,61 +14,18 @@ const optionalString = z
 const proxyUrl = optionalString.pipe(z.string().regex(/^https?:\/\/[^\s]+$/, 'an http:// or https:// URL').optional());
 
 const quantity = z.string().regex(/^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$/, 'a Kubernetes quantity (500m, 2, 512Mi, 4Gi)');
-const resourcesJson = optionalString
-  .transform((text, ctx) => {
-    if (text === undefined) return undefined;
-    try {
-      return JSON.parse(text) as unknown;
-    } catch {
-      ctx.addIssue({ code: 'custom', message: 'not JSON' });
-      return z.NEVER;
-    }
-  })
-  .pipe(
-    z
-      .object({
-        requests: z.record(z.string(), quantity).default({}),
-        limits: z.record(z.string(), quantity).default({}),
-        workSize: quantity,
-      })
-      .strict()
-      .optional(),
-  );
+const resourcesJson = jsonSetting(
+  z
+    .object({
+      requests: z.record(z.string(), quantity).default({}),
+      limits: z.record(z.string(), quantity).default({}),
+      workSize: quantity,
+    })
+    .strict(),
+);
 
 /** Where app pods go (the chart: its imagePullSecrets and apps.nodeSelector, .tolerations, .runtimeClassName). */
-const placementJson = optionalString
-  .transform((text, ctx) => {
-    if (text === undefined) return undefined;
-    try {
-      return JSON.parse(text) as unknown;
-    } catch {
-      ctx.addIssue({ code: 'custom', message: 'not JSON' });
-      return z.NEVER;
-    }
-  })
-  .pipe(
-    z
-      .object({
-        imagePullSecrets: z.array(z.object({ name: z.string().min(1) }).strict()).nullish(),
-        nodeSelector: z.record(z.string(), z.string()).nullish(),
-        // Strict: a misspelt field would be dropped by the API server, and the pod would sit
-        // Pending away from the tainted nodes it was meant for.
-        tolerations: z
-          .array(
-            z.strictObject({
-              key: z.string().optional(),
-              operator: z.enum(['Exists', 'Equal']).optional(),
-              value: z.string().optional(),
-              effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
-              tolerationSeconds: z.number().int().optional(),
-            }),
-          )
-          .nullish(),
-        runtimeClassName: z.string().nullish(),
-      })
-      .strict()
-      .optional(),
-  );
+const placementJson = jsonSetting(z.object(podPlacementFields).strict());
 
 export const appJobFields = {
   BROWSERPLANE_APP_RUNNER_IMAGE: optionalString.describe(

@@ -2,6 +2,7 @@ import os from 'node:os';
 import { z } from 'zod';
 import { browserFsLimitFields } from '../../api/src/index.js';
 import { decodeKey } from '../../api/src/index.js';
+import { jsonOf, podPlacementFields } from '../../contract/placement.js';
 
 /**
  * Every setting the operator reads, as one zod schema over the environment; parsed once in
@@ -27,41 +28,9 @@ const browserPodSchema = z.object({
     .object({ requests: z.record(z.string(), z.string()).optional(), limits: z.record(z.string(), z.string()).optional() })
     .nullish()
     .transform((value) => value ?? undefined),
-  imagePullSecrets: z.array(z.object({ name: z.string() })).nullish(),
-  nodeSelector: z.record(z.string(), z.string()).nullish(),
-  // A Kubernetes Toleration, strictly: a misspelt field would otherwise be dropped by the
-  // API server and the pod would sit Pending on the tainted nodes it was meant for.
-  tolerations: z
-    .array(
-      z.strictObject({
-        key: z.string().optional(),
-        operator: z.enum(['Exists', 'Equal']).optional(),
-        value: z.string().optional(),
-        effect: z.enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute']).optional(),
-        tolerationSeconds: z.number().int().optional(),
-      }),
-    )
-    .nullish(),
-  runtimeClassName: z.string().nullish(),
+  ...podPlacementFields,
 });
 export type BrowserPodSettings = z.infer<typeof browserPodSchema>;
-
-const jsonOf = <T extends z.ZodType>(schema: T) =>
-  z.string().transform((text, context): z.infer<T> => {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      context.addIssue({ code: 'custom', message: 'not JSON' });
-      return z.NEVER;
-    }
-    const result = schema.safeParse(parsed);
-    if (!result.success) {
-      for (const issue of result.error.issues) context.addIssue({ code: 'custom', message: `${issue.path.join('.') || '(root)'}: ${issue.message}` });
-      return z.NEVER;
-    }
-    return result.data;
-  });
 
 export const operatorConfigSchema = z
   .object({

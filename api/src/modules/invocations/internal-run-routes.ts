@@ -4,12 +4,10 @@ import { inTransaction } from '../../db/pool.js';
 import { AppError } from '../../http/errors.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
-import { generateApiKey, hashApiKey, maskApiKey } from '../api-keys/key-material.js';
-import { insertApiKey } from '../api-keys/store.js';
 import { readBlob } from '../apps/blob-store.js';
 import { sendStream } from '../apps/internal-build-routes.js';
 import { INTERNAL_APP_JOBS, internalTags as tags, jobGrant, runResultSchema, subjectEnded } from '../apps/internal-wire.js';
-import { DEFAULT_RUN_TIMEOUT_SECONDS, finishRun, withTimeoutSetting } from './run-finish.js';
+import { DEFAULT_RUN_TIMEOUT_SECONDS, finishRun, mintRunKey, withTimeoutSetting } from './run-finish.js';
 import { invocationChannel } from './service.js';
 import { findInvocation, setInvocationStatus } from './store.js';
 
@@ -19,9 +17,6 @@ import { findInvocation, setInvocationStatus } from './store.js';
  * deployment's bundle, and its result. Every route takes the run Job's token, which names
  * the one invocation.
  */
-
-/** Extra life of a run's key past its timeout, in case the revoke at the end is lost. */
-const KEY_GRACE_MS = 60_000;
 
 const runInputSchema = z.object({
   invocation_id: z.string(),
@@ -72,19 +67,7 @@ export function internalRunRoutes(deps: AppDeps): RouteDef[] {
           if (!version) throw subjectEnded(`The app ${row.app_name} of deployment ${row.deployment_id}`);
           const timeoutMs = (row.async_timeout_seconds ?? DEFAULT_RUN_TIMEOUT_SECONDS) * 1000;
           const now = deps.clock.now();
-          const key = generateApiKey();
-          await insertApiKey(tx, {
-            orgId: scope.orgId,
-            projectId: scope.projectId,
-            name: `invocation ${row.id}`,
-            keyHash: hashApiKey(key),
-            maskedKey: maskApiKey(key),
-            lifetimeDays: null,
-            createdBy: null,
-            now,
-            expiresAt: new Date(now.getTime() + timeoutMs + KEY_GRACE_MS),
-            invocationId: row.id,
-          });
+          const { key } = await mintRunKey(tx, scope, row.id, timeoutMs, now);
           const running = await setInvocationStatus(tx, scope, row.id, { status: 'running', now });
           await deps.events.publish(invocationChannel(row.id), { id: row.id, status: running.status }, tx);
           return {

@@ -1,6 +1,7 @@
 import type { AppDeps } from '../../app-deps.js';
 import { inTransaction, type Queryable } from '../../db/pool.js';
-import { softDeleteApiKey } from '../api-keys/store.js';
+import { generateApiKey, hashApiKey, maskApiKey } from '../api-keys/key-material.js';
+import { insertApiKey, softDeleteApiKey } from '../api-keys/store.js';
 import { revokeAppJobTokens } from '../apps/job-tokens.js';
 import type { ActionResult } from '../apps/runner.js';
 import { invocationBrowsers } from '../browsers/invocation-browsers.js';
@@ -36,6 +37,30 @@ export function withTimeoutSetting(result: ActionResult, timeoutMs: number): Act
     return { ok: false, error: `${result.error} (async_timeout_seconds ${timeoutMs / 1000})` };
   }
   return result;
+}
+
+/** Extra life of a run's key past its timeout, in case the revoke at its end is lost. */
+const KEY_GRACE_MS = 60_000;
+
+/**
+ * The API key a run gets (KERNEL_API_KEY): scoped to the invocation's project and to the
+ * invocation (browsers made with it are the invocation's), expiring with the run's timeout.
+ */
+export async function mintRunKey(db: Queryable, scope: Scope, invocationId: string, timeoutMs: number, now: Date): Promise<{ id: string; key: string }> {
+  const key = generateApiKey();
+  const row = await insertApiKey(db, {
+    orgId: scope.orgId,
+    projectId: scope.projectId,
+    name: `invocation ${invocationId}`,
+    keyHash: hashApiKey(key),
+    maskedKey: maskApiKey(key),
+    lifetimeDays: null,
+    createdBy: null,
+    now,
+    expiresAt: new Date(now.getTime() + timeoutMs + KEY_GRACE_MS),
+    invocationId,
+  });
+  return { id: row.id, key };
 }
 
 /** Records the result unless the invocation already ended; true when this call ended it. */

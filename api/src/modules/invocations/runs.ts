@@ -1,8 +1,7 @@
 import type { AppDeps } from '../../app-deps.js';
 import { inTransaction } from '../../db/pool.js';
 import { AppError } from '../../http/errors.js';
-import { generateApiKey, hashApiKey, maskApiKey } from '../api-keys/key-material.js';
-import { insertApiKey, softDeleteApiKey } from '../api-keys/store.js';
+import { softDeleteApiKey } from '../api-keys/store.js';
 import { runAction, type ActionResult } from '../apps/runner.js';
 import type { LiveAppVersion } from './app-versions.js';
 import type { InvocationBrowsers } from './browsers.js';
@@ -10,7 +9,7 @@ import { InvocationLogWriter } from './log-events.js';
 import { invocationChannel, isTerminal } from './service.js';
 import { findInvocation, setInvocationStatus, type InvocationRow, type Scope } from './store.js';
 import path from 'node:path';
-import { DEFAULT_RUN_TIMEOUT_SECONDS, errorOutput, releaseRun } from './run-finish.js';
+import { DEFAULT_RUN_TIMEOUT_SECONDS, errorOutput, mintRunKey, releaseRun } from './run-finish.js';
 import { cancelKubeRuns } from './kube-runs.js';
 
 export { DEFAULT_RUN_TIMEOUT_SECONDS, errorOutput };
@@ -30,8 +29,6 @@ export { DEFAULT_RUN_TIMEOUT_SECONDS, errorOutput };
  * SDK would retry the POST and start a second run.
  */
 export const SYNC_WAIT_MS = 50_000;
-/** Extra life of a run's key past its timeout, in case the revoke at the end is lost with the process. */
-const KEY_GRACE_MS = 60_000;
 
 const STOPPED_WITH_SERVICE = 'The service stopped while the invocation ran';
 export const INTERRUPTED_BY_RESTART = 'The service restarted while the invocation ran; its run was lost';
@@ -91,22 +88,9 @@ async function execute(deps: AppDeps, browsers: InvocationBrowsers, scope: Scope
     try {
       unsubscribe = await deps.events.subscribe(invocationChannel(row.id), watch, watch);
       if (!dataDir || !baseUrl) throw new Error('apps do not run in this service (no data dir or no internal URL)');
-      const key = generateApiKey();
-      const now = deps.clock.now();
-      keyId = (
-        await insertApiKey(deps.db, {
-          orgId: scope.orgId,
-          projectId: scope.projectId,
-          name: `invocation ${row.id}`,
-          keyHash: hashApiKey(key),
-          maskedKey: maskApiKey(key),
-          lifetimeDays: null,
-          createdBy: null,
-          now,
-          expiresAt: new Date(now.getTime() + timeoutMs + KEY_GRACE_MS),
-          invocationId: row.id,
-        })
-      ).id;
+      const minted = await mintRunKey(deps.db, scope, row.id, timeoutMs, deps.clock.now());
+      keyId = minted.id;
+      const key = minted.key;
       if (!(await moveTo(deps, scope, row.id, 'running'))) return;
       result = await runAction({
         buildDir: path.join(dataDir, 'apps', 'builds', version.deployment_id),
