@@ -2,18 +2,15 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { CoreV1Api } from '@kubernetes/client-node';
-import pino from 'pino';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { browserPodName } from '../../operator/src/k8s/browser-pod.js';
 import { ANNOTATIONS, API_VERSION, LABELS, PLURALS, resourceNameOf } from '../../contract/kinds.js';
-import { createBrowserSessionReconciler, type BrowserSessionReconciler } from '../../operator/src/reconcilers/browser-session.js';
-import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
 import { cleanupServices, startService, type RunningService } from '../support/service.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
+import { startBrowserOperator } from './support/browser-operator.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
-import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
-import { testAgentTokens, testEncryptionKey } from '../support/agent-access.js';
+import { testEncryptionKey } from '../support/agent-access.js';
 
 // The whole path of the API in Kubernetes mode: the built service (its own embedded
 // Postgres) with BROWSERPLANE_RUNTIME=kubernetes writes BrowserSessions; the operator's
@@ -21,11 +18,7 @@ import { testAgentTokens, testEncryptionKey } from '../support/agent-access.js';
 // runs each pod's agent with a real Chromium. A client drives it through the SDK and CDP.
 
 let namespace: string;
-let node: NodeAgent;
-let runtime: KubernetesRuntime;
-let reconciler: BrowserSessionReconciler;
-let reconciling: Promise<void>;
-const stopOperator = new AbortController();
+let operator: Awaited<ReturnType<typeof startBrowserOperator>> | undefined;
 let pages: TestPageServer;
 let kubeconfigDir: string;
 let service: RunningService;
@@ -34,11 +27,7 @@ const core = kubeConfig().makeApiClient(CoreV1Api);
 beforeAll(async () => {
   await installCrds();
   namespace = await freshNamespace('apimode');
-  node = await startNodeAgent({ config: kubeConfig(), nodeName: `node-${namespace}`, namespaces: [namespace], addresses: { first: 140, last: 159 }, log: { info: () => {}, warn: () => {} } });
-  const log = pino({ level: 'silent' });
-  runtime = createKubernetesRuntime({ config: kubeConfig(), namespace, pod: { image: `${BROWSER_IMAGE_REPOSITORY}:test` }, log, agentTokens: testAgentTokens, launchTimeoutMs: 90_000 });
-  reconciler = createBrowserSessionReconciler({ config: kubeConfig(), namespace, runtime, log, terminateGraceMs: 5_000 });
-  reconciling = reconciler.run(stopOperator.signal);
+  operator = await startBrowserOperator(namespace, { first: 140, last: 159 });
   pages = await startTestPageServer({ '/hello': '<!doctype html><title>hello through the API</title>' });
   kubeconfigDir = await mkdtemp(path.join(os.tmpdir(), 'apimode-kubeconfig-'));
   const kubeconfigFile = path.join(kubeconfigDir, 'config');
@@ -49,10 +38,7 @@ beforeAll(async () => {
 }, 180_000);
 afterAll(async () => {
   await cleanupServices();
-  stopOperator.abort();
-  await reconciling;
-  await runtime?.close();
-  await node?.stop();
+  await operator?.stop();
   await pages?.close();
   if (kubeconfigDir) await rm(kubeconfigDir, { recursive: true, force: true });
 }, 120_000);

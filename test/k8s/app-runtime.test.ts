@@ -4,18 +4,15 @@ import path from 'node:path';
 import { BatchV1Api, CoreV1Api } from '@kubernetes/client-node';
 import type Kernel from '@onkernel/sdk';
 import { toFile } from '@onkernel/sdk';
-import pino from 'pino';
 import yazl from 'yazl';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createBrowserSessionReconciler, type BrowserSessionReconciler } from '../../operator/src/reconcilers/browser-session.js';
-import { createKubernetesRuntime, type KubernetesRuntime } from '../../operator/src/runtime/kubernetes-runtime.js';
-import { testAgentTokens, testEncryptionKey } from '../support/agent-access.js';
+import { testEncryptionKey } from '../support/agent-access.js';
 import { eventually } from '../support/eventually.js';
 import { cleanupServices, startService, type RunningService } from '../support/service.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { startAppJobRunner, type AppJobRunner } from './support/app-job-runner.js';
+import { startBrowserOperator } from './support/browser-operator.js';
 import { freshNamespace, installCrds, kubeConfig } from './support/kube.js';
-import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './support/node-agent.js';
 
 // The app runtime in Kubernetes mode, whole: the built service (BROWSERPLANE_RUNTIME=
 // kubernetes, a runner image set) creates a build Job per deployment and a run Job per
@@ -27,11 +24,7 @@ import { BROWSER_IMAGE_REPOSITORY, startNodeAgent, type NodeAgent } from './supp
 // into a pod that the node agent runs with a real Chromium.
 
 let namespace: string;
-let node: NodeAgent;
-let runtime: KubernetesRuntime;
-let reconciler: BrowserSessionReconciler;
-let reconciling: Promise<void>;
-const stopOperator = new AbortController();
+let operator: Awaited<ReturnType<typeof startBrowserOperator>> | undefined;
 let pages: TestPageServer;
 let scratch: string;
 let service: RunningService;
@@ -76,11 +69,7 @@ const PACKAGE = JSON.stringify({ name: 'k8s-app', version: '1.0.0', private: tru
 beforeAll(async () => {
   await installCrds();
   namespace = await freshNamespace('apps');
-  node = await startNodeAgent({ config: kubeConfig(), nodeName: `node-${namespace}`, namespaces: [namespace], addresses: { first: 160, last: 179 }, log: { info: () => {}, warn: () => {} } });
-  const log = pino({ level: 'silent' });
-  runtime = createKubernetesRuntime({ config: kubeConfig(), namespace, pod: { image: `${BROWSER_IMAGE_REPOSITORY}:test` }, log, agentTokens: testAgentTokens, launchTimeoutMs: 90_000 });
-  reconciler = createBrowserSessionReconciler({ config: kubeConfig(), namespace, runtime, log, terminateGraceMs: 5_000 });
-  reconciling = reconciler.run(stopOperator.signal);
+  operator = await startBrowserOperator(namespace, { first: 160, last: 179 });
   pages = await startTestPageServer({ '/hello': '<!doctype html><title>hello from a k8s app</title>' });
   scratch = await mkdtemp(path.join(os.tmpdir(), 'apps-k8s-'));
   const kubeconfigFile = path.join(scratch, 'config');
@@ -103,10 +92,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await runner?.stop();
   await cleanupServices();
-  stopOperator.abort();
-  await reconciling;
-  await runtime?.close();
-  await node?.stop();
+  await operator?.stop();
   await pages?.close();
   if (scratch) await rm(scratch, { recursive: true, force: true });
 }, 120_000);

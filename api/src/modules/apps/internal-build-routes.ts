@@ -119,10 +119,21 @@ export function internalBuildRoutes(deps: AppDeps, settings: AppsSettings): Rout
       auth,
       bodyType: 'raw',
       responses: { 204: { description: 'Stored' }, ...errorResponses(401, 409, 413) },
-      handler: async ({ req }) => {
+      handler: async ({ req, res }) => {
         const grant = await jobGrant(deps, req, 'build');
         await building(deps, grant.subjectId);
-        await inTransaction(deps.db, (tx) => writeBlob(tx, grant.subjectId, 'bundle', req as Readable, settings.maxUnpackedBytes));
+        try {
+          await inTransaction(deps.db, (tx) => writeBlob(tx, grant.subjectId, 'bundle', req as Readable, settings.maxUnpackedBytes));
+        } catch (error) {
+          // The rest of the body is read and dropped first, so the client gets the 413
+          // rather than a reset connection in the middle of its upload.
+          if (error instanceof AppError && error.status === 413) {
+            await drain(req as Readable);
+            // And the connection is not kept: the client need not trust what is left on it.
+            res.setHeader('Connection', 'close');
+          }
+          throw error;
+        }
         return noContent();
       },
     }),
@@ -167,6 +178,21 @@ export function internalBuildRoutes(deps: AppDeps, settings: AppsSettings): Rout
       },
     }),
   ];
+}
+
+/** Reads what is left of a request body and drops it (at most 30 s, then the connection is cut). */
+async function drain(req: Readable): Promise<void> {
+  if (req.readableEnded) return;
+  const ended = new Promise<void>((resolve) => {
+    req.once('end', resolve);
+    req.once('close', resolve);
+    req.once('error', () => resolve());
+  });
+  req.resume();
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([ended, new Promise<void>((resolve) => (timer = setTimeout(resolve, 30_000)))]);
+  clearTimeout(timer);
+  if (!req.readableEnded) req.destroy();
 }
 
 /** Streams a blob out; a failure mid-stream cuts the connection (the pod sees a short body). */
