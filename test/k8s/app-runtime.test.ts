@@ -63,6 +63,11 @@ app.action('boom', async (_ctx: unknown) => {
 });
 
 app.action('never', async (_ctx: unknown) => 'the runner never starts this one');
+
+app.action('sleepy', async (_ctx: unknown) => {
+  await new Promise((resolve) => setTimeout(resolve, 120_000));
+  return 'late';
+});
 `;
 const PACKAGE = JSON.stringify({ name: 'k8s-app', version: '1.0.0', private: true, type: 'module', dependencies: { '@onkernel/sdk': '0.84.0', 'playwright-core': '1.65.1' } });
 
@@ -226,7 +231,7 @@ describe('the app runtime in Kubernetes mode', () => {
     const done = await waitForDeployment(deployment.id);
     expect(done.status, done.status_reason ?? '').toBe('running');
     const apps = await client.apps.list({ app_name: appName });
-    expect(apps.items[0]?.actions.map((action) => action.name).sort()).toEqual(['boom', 'echo', 'never', 'title']);
+    expect(apps.items[0]?.actions.map((action) => action.name).sort()).toEqual(['boom', 'echo', 'never', 'sleepy', 'title']);
     // The build's token died with its report.
     expect((await internal('build', buildToken)).status).toBe(401);
   }, 300_000);
@@ -265,6 +270,16 @@ describe('the app runtime in Kubernetes mode', () => {
     expect(done.status).toBe('failed');
     expect(done.status_reason).toContain('boom on purpose');
     expect(JSON.parse(done.output!)).toEqual({ error: expect.stringContaining('boom on purpose') });
+  }, 120_000);
+
+  it('ends a run at its async_timeout_seconds, in its pod, with the setting named', async () => {
+    const invocation = await client.invocations.create({ app_name: appName, version: 'latest', action_name: 'sleepy', async: true, async_timeout_seconds: 10 });
+    const job = await eventually(() => batch().readNamespacedJob({ name: jobName('app-run', invocation.id), namespace }), { timeoutMs: 30_000, intervalMs: 200, what: 'the run Job', retryErrors: true });
+    // The Job's own deadline is the backstop: the timeout plus the startup allowance.
+    expect(job.spec!.activeDeadlineSeconds).toBe(70);
+    const done = await waitForInvocation(invocation.id);
+    expect(done.status).toBe('failed');
+    expect(done.status_reason).toBe('timed out after 10s (async_timeout_seconds 10)');
   }, 120_000);
 
   it('fails a run whose Job is deleted before its pod reports, and deleting the deployment ends its runs and their Jobs', async () => {
