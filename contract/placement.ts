@@ -1,3 +1,4 @@
+import type { V1PodSpec, V1Toleration } from '@kubernetes/client-node';
 import { z } from 'zod';
 
 /**
@@ -49,3 +50,19 @@ export const jsonSetting = <T extends z.ZodType>(schema: T) =>
     .string()
     .optional()
     .transform((text, context): z.infer<T> | undefined => (text === undefined || text.trim() === '' ? undefined : parseWith(schema, text, context)));
+
+/** The placement fields of a pod spec; empty values leave the field out. */
+export function podPlacement(options: {
+  imagePullSecrets?: readonly { name: string }[] | null | undefined;
+  nodeSelector?: Record<string, string> | null | undefined;
+  tolerations?: readonly V1Toleration[] | null | undefined;
+  runtimeClassName?: string | null | undefined;
+}): Partial<V1PodSpec> {
+  const { imagePullSecrets, nodeSelector, tolerations, runtimeClassName } = options;
+  return {
+    ...(imagePullSecrets?.length ? { imagePullSecrets: imagePullSecrets.map(({ name }) => ({ name })) } : {}),
+    ...(nodeSelector && Object.keys(nodeSelector).length > 0 ? { nodeSelector: { ...nodeSelector } } : {}),
+    ...(tolerations?.length ? { tolerations: tolerations.map((toleration) => ({ ...toleration })) } : {}),
+    ...(runtimeClassName ? { runtimeClassName } : {}),
+  };
+}

@@ -6,7 +6,7 @@
  * (contract/agent-client.ts) that every request to the agent must present:
  * a page in the pod that reaches the agent's port gets 401.
  */
-import type { V1Pod, V1PodSpec, V1Secret, V1Toleration } from '@kubernetes/client-node';
+import type { V1Pod, V1Secret, V1Toleration } from '@kubernetes/client-node';
 import { MANAGED_POLICY_DIR } from '../../../contract/agent-env.js';
 import type { BrowserLaunchSpec } from '../../../contract/browser-runtime.js';
 
@@ -26,6 +26,7 @@ export function browserPodName(browserId: string): string {
 }
 
 import { labelValue } from '../../../contract/kinds.js';
+import { podPlacement } from '../../../contract/placement.js';
 
 export { labelValue };
 
@@ -52,16 +53,6 @@ export interface BrowserPodOptions {
  * ("" and empty lists and maps), and the API server refuses a pod with runtimeClassName ""
  * (its RuntimeClass admission looks the empty name up: "resource name may not be empty").
  */
-function placement(options: BrowserPodOptions): Partial<V1PodSpec> {
-  const { imagePullSecrets, nodeSelector, tolerations, runtimeClassName } = options;
-  return {
-    ...(imagePullSecrets?.length ? { imagePullSecrets: imagePullSecrets.map(({ name }) => ({ name })) } : {}),
-    ...(nodeSelector && Object.keys(nodeSelector).length > 0 ? { nodeSelector: { ...nodeSelector } } : {}),
-    ...(tolerations?.length ? { tolerations: tolerations.map((toleration) => ({ ...toleration })) } : {}),
-    ...(runtimeClassName ? { runtimeClassName } : {}),
-  };
-}
-
 /** Keys of the browser's Secret. */
 export const BROWSER_SECRET_KEYS = { spec: 'spec', agentToken: 'agent-token' } as const;
 
@@ -98,7 +89,7 @@ export function browserPod(spec: BrowserLaunchSpec, options: BrowserPodOptions):
       ...(options.serviceAccountName ? { serviceAccountName: options.serviceAccountName } : {}),
       enableServiceLinks: false,
       terminationGracePeriodSeconds: 15,
-      ...placement(options),
+      ...podPlacement(options),
       securityContext: {
         runAsNonRoot: true,
         runAsUser: BROWSER_UID,

@@ -9,8 +9,9 @@
  * people than secrets), and the pod's service account token is never mounted: the app's
  * code runs in that pod and must not act as anyone in the cluster.
  */
-import type { V1Job, V1JobCondition, V1PodSpec, V1ResourceRequirements, V1Secret, V1Toleration } from '@kubernetes/client-node';
+import type { V1Job, V1JobCondition, V1ResourceRequirements, V1Secret, V1Toleration } from '@kubernetes/client-node';
 import { labelValue } from '../../../../contract/kinds.js';
+import { podPlacement } from '../../../../contract/placement.js';
 
 export type AppJobKind = 'build' | 'run';
 
@@ -96,16 +97,6 @@ function objectName(prefix: string, id: string): string {
 export const buildJobName = (deploymentId: string) => objectName('app-build', deploymentId);
 export const runJobName = (invocationId: string) => objectName('app-run', invocationId);
 
-function placement(options: AppJobOptions): Partial<V1PodSpec> {
-  const { imagePullSecrets, nodeSelector, tolerations, runtimeClassName } = options;
-  return {
-    ...(imagePullSecrets?.length ? { imagePullSecrets: imagePullSecrets.map(({ name }) => ({ name })) } : {}),
-    ...(nodeSelector && Object.keys(nodeSelector).length > 0 ? { nodeSelector: { ...nodeSelector } } : {}),
-    ...(tolerations?.length ? { tolerations: tolerations.map((toleration) => ({ ...toleration })) } : {}),
-    ...(runtimeClassName ? { runtimeClassName } : {}),
-  };
-}
-
 /** Proxy variables in both spellings (npm and pip read the upper case, many tools the lower). */
 function proxyEnv(options: AppJobOptions): { name: string; value: string }[] {
   const { proxy } = options;
@@ -161,7 +152,7 @@ function job(shape: JobShape, options: AppJobOptions): V1Job {
           automountServiceAccountToken: false,
           enableServiceLinks: false,
           terminationGracePeriodSeconds: 5,
-          ...placement(options),
+          ...podPlacement(options),
           securityContext: {
             runAsNonRoot: true,
             runAsUser: RUNNER_UID,

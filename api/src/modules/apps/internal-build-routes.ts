@@ -1,6 +1,4 @@
-import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
-import type { Response } from 'express';
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
 import { inTransaction } from '../../db/pool.js';
@@ -11,7 +9,7 @@ import { deleteBlobs, hasBlob, readBlob, writeBlob } from './blob-store.js';
 import { recordBuildFailure, recordBuildSuccess } from './build-finish.js';
 import { recordDeploymentEvents, stateFrame } from './deployment-events.js';
 import { findDeploymentById, setDeploymentStatus, type DeploymentRow } from './deployments-store.js';
-import { INTERNAL_APP_JOBS, internalTags as tags, jobGrant, logBatchSchema, subjectEnded } from './internal-wire.js';
+import { INTERNAL_APP_JOBS, internalTags as tags, jobGrant, logBatchSchema, sendStream, subjectEnded } from './internal-wire.js';
 import { openGitToken, revokeAppJobTokens } from './job-tokens.js';
 import type { AppsSettings } from './settings.js';
 import { safeRelativePath } from './unpack.js';
@@ -193,17 +191,4 @@ async function drain(req: Readable): Promise<void> {
   await Promise.race([ended, new Promise<void>((resolve) => (timer = setTimeout(resolve, 30_000)))]);
   clearTimeout(timer);
   if (!req.readableEnded) req.destroy();
-}
-
-/** Streams a blob out; a failure mid-stream cuts the connection (the pod sees a short body). */
-export async function sendStream(res: Response, blob: Readable, log: { warn: (o: object, m: string) => void }, contentType: string): Promise<void> {
-  res.status(200);
-  res.setHeader('Content-Type', contentType);
-  res.setHeader('Cache-Control', 'no-store');
-  try {
-    await pipeline(blob, res);
-  } catch (error) {
-    log.warn({ err: error }, 'sending an app blob failed mid-stream');
-    res.destroy();
-  }
 }

@@ -1,4 +1,6 @@
-import type { Request } from 'express';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { Request, Response } from 'express';
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
 import { AppError } from '../../http/errors.js';
@@ -47,3 +49,16 @@ export async function anyJobGrant(deps: AppDeps, req: Request): Promise<AppJobGr
 }
 
 export const subjectEnded = (what: string) => new AppError(409, 'job_subject_ended', `${what} has ended: this Job has nothing more to do`);
+
+/** Streams a blob out; a failure mid-stream cuts the connection (the pod sees a short body). */
+export async function sendStream(res: Response, blob: Readable, log: { warn: (o: object, m: string) => void }, contentType: string): Promise<void> {
+  res.status(200);
+  res.setHeader('Content-Type', contentType);
+  res.setHeader('Cache-Control', 'no-store');
+  try {
+    await pipeline(blob, res);
+  } catch (error) {
+    log.warn({ err: error }, 'sending an app blob failed mid-stream');
+    res.destroy();
+  }
+}
