@@ -16,13 +16,13 @@ $(DEPS_STAMP): package.json package-lock.json
 	$(NPM) ci --no-audit --no-fund
 	@touch $@
 
-system-packages: ## Install the Debian packages the service uses when missing (chromium, zstd, Xvfb and X tools, python3-venv)
-	@scripts/ensure-debian-packages.sh git=git chromium=chromium zstd=zstd Xvfb=xvfb xdotool=xdotool xclip=xclip xwd=x11-apps xmodmap=x11-xserver-utils xrandr=x11-xserver-utils unclutter=unclutter-xfixes xprop=x11-utils x11vnc=x11vnc unshare=util-linux setpriv=util-linux prlimit=util-linux mount=mount bwrap=bubblewrap
+system-packages: ## Install the Debian packages the service uses when missing (chromium, zstd, Xvfb and X tools, ffmpeg, python3-venv)
+	@scripts/ensure-debian-packages.sh git=git chromium=chromium zstd=zstd Xvfb=xvfb xdotool=xdotool xclip=xclip xwd=x11-apps xmodmap=x11-xserver-utils xrandr=x11-xserver-utils unclutter=unclutter-xfixes xprop=x11-utils x11vnc=x11vnc unshare=util-linux setpriv=util-linux prlimit=util-linux mount=mount bwrap=bubblewrap ffmpeg=ffmpeg
 	@# Python apps build a venv with Debian's python3 (the sandbox sees /usr only); python3-venv has no command to look for.
 	@/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || scripts/ensure-debian-packages.sh python3=python3 no-such-command-python3-venv=python3-venv
 
-test-packages: ## Install the Debian packages the tests use when missing (zstd, chromium, Xvfb and X tools, python3-venv)
-	@scripts/ensure-debian-packages.sh git=git zstd=zstd chromium=chromium Xvfb=xvfb xdotool=xdotool xclip=xclip xwd=x11-apps xmodmap=x11-xserver-utils xrandr=x11-xserver-utils unclutter=unclutter-xfixes xprop=x11-utils x11vnc=x11vnc unshare=util-linux setpriv=util-linux prlimit=util-linux mount=mount bwrap=bubblewrap
+test-packages: ## Install the Debian packages the tests use when missing (zstd, chromium, Xvfb and X tools, ffmpeg, python3-venv)
+	@scripts/ensure-debian-packages.sh git=git zstd=zstd chromium=chromium Xvfb=xvfb xdotool=xdotool xclip=xclip xwd=x11-apps xmodmap=x11-xserver-utils xrandr=x11-xserver-utils unclutter=unclutter-xfixes xprop=x11-utils x11vnc=x11vnc unshare=util-linux setpriv=util-linux prlimit=util-linux mount=mount bwrap=bubblewrap ffmpeg=ffmpeg
 	@# Python apps build a venv with Debian's python3 (the sandbox sees /usr only); python3-venv has no command to look for.
 	@/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || scripts/ensure-debian-packages.sh python3=python3 no-such-command-python3-venv=python3-venv
 

@@ -37,12 +37,12 @@ RUN --mount=type=secret,id=build-ca \
 FROM ${NODE_IMAGE}
 # The Makefile's system-packages list (Chromium, Xvfb and the X tools for headful
 # browsers, live view and the computer API, zstd for profile archives, util-linux and
-# mount for chrome_policy), plus fonts, CA certificates and tini to reap Chromium's
+# mount for chrome_policy, ffmpeg for replays), plus fonts, CA certificates and tini to reap Chromium's
 # orphaned children (the agent is not a reaper).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       chromium zstd xvfb xdotool xclip x11-apps x11-xserver-utils unclutter-xfixes x11-utils \
-      x11vnc util-linux mount bubblewrap \
+      x11vnc util-linux mount bubblewrap ffmpeg \
       fonts-liberation fonts-noto-color-emoji ca-certificates tini \
  && rm -rf /var/lib/apt/lists/*
 # The unprivileged user the agent and Chromium run as (AGENT_CHROMIUM_USER's default).

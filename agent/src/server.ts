@@ -38,7 +38,7 @@ export interface AgentServerOptions {
 
 export function createAgentServer(state: AgentState, log: Logger, options: AgentServerOptions = {}): http.Server {
   const server = http.createServer((request, response) => {
-    route(state, request, response, options).catch((error: unknown) => {
+    route(state, request, response, options, log).catch((error: unknown) => {
       log.error({ err: error, url: request.url }, 'request failed');
       if (!response.headersSent) sendJson(response, 500, { code: 'internal_error', message: 'internal error' });
       else response.destroy();
@@ -81,7 +81,7 @@ function upgrade(state: AgentState, request: IncomingMessage, socket: Duplex, he
   );
 }
 
-async function route(state: AgentState, request: IncomingMessage, response: ServerResponse, options: AgentServerOptions): Promise<void> {
+async function route(state: AgentState, request: IncomingMessage, response: ServerResponse, options: AgentServerOptions, log: Logger): Promise<void> {
   const url = new URL(request.url ?? '/', 'http://agent');
   const path = url.pathname.replace(/\/+$/, '') || '/';
   const key = `${request.method} ${path}`;
@@ -139,6 +139,7 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
   if (path.startsWith('/fs/')) return (await import('./fs/http.js')).handleFsRequest(state, request, response);
   if (key === 'POST /curl') return (await import('./curl/http.js')).handleCurlRequest(state, request, response);
   if (path.startsWith('/process/')) return (await import('./process/http.js')).handleProcessRequest(state, request, response);
+  if (path === '/replays' || path.startsWith('/replays/')) return (await import('./replay/http.js')).handleReplaysRequest(state, request, response, path, log);
   sendJson(response, 404, { code: 'route_not_found', message: `no route for ${key}` });
 }
 

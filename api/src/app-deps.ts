@@ -8,6 +8,8 @@ import type { AuthCache } from './modules/api-keys/auth-cache.js';
 import type { AppsSettings } from './modules/apps/settings.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
+import type { ReplayStore } from './ports/replay-store.js';
+import type { ReplaySettings } from './config-replays.js';
 import type { BrowserRuntime } from '../../contract/browser-runtime.js';
 import type { AgentTokens } from '../../contract/agent-client.js';
 
@@ -51,6 +53,8 @@ export interface AppSettings {
   apps?: AppsSettings | undefined;
   /** How long a sync POST /invocations waits for a run (default SYNC_WAIT_MS, 50 s; tests shorten it). */
   invocationSyncWaitMs?: number | undefined;
+  /** Session recordings' retention and bounds (config-replays.ts); unset, DEFAULT_REPLAY_SETTINGS. */
+  replays?: ReplaySettings | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */
@@ -68,6 +72,8 @@ export interface AppDeps {
   authCache?: AuthCache;
   proxy: ProxySettings;
   profileStore: ProfileStore;
+  /** Where finished session recordings (MP4) live. */
+  replayStore: ReplayStore;
   /** Where browsers run: local agent processes now, pods in Kubernetes mode. */
   runtime: BrowserRuntime;
   /** Each browser's agent token, which every call to its agent presents (CDP, fs, computer, live view). */

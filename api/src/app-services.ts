@@ -5,6 +5,7 @@ import type { CdpConnections } from './modules/browsers/cdp-proxy.js';
 import { IdleReaper, REAP_INTERVAL_MS } from './modules/browsers/reaper.js';
 import { MIN_FREE_MEMORY_BYTES } from './modules/browser-pools/fill.js';
 import { DEFAULT_SPARE_LEARN_MINUTES, SpareKeeper, SPARE_PASS_INTERVAL_MS } from './modules/browsers/spares.js';
+import { startReplaySweep } from './modules/replays/sweep.js';
 
 /**
  * The app's long-lived services, made once per app by whoever composes it (the service,
@@ -54,6 +55,8 @@ export interface RunningBackground {
 export async function startBackground(deps: AppDeps, services: AppServices, connections: CdpConnections, options: BackgroundOptions): Promise<RunningBackground> {
   const reaper = options.reaper === false ? undefined : new IdleReaper(deps, { connections, intervalMs: options.reaper?.intervalMs ?? REAP_INTERVAL_MS });
   reaper?.start();
+  // Recordings' retention runs where the reaper does (the API process).
+  const replaySweep = reaper ? startReplaySweep(deps) : undefined;
   const pools = options.pools === false ? undefined : services.pools;
   await pools?.start({ intervalMs: (options.pools || undefined)?.intervalMs ?? POOL_RECONCILE_INTERVAL_MS });
   const spares = options.spares ? services.spares : undefined;
@@ -67,7 +70,7 @@ export async function startBackground(deps: AppDeps, services: AppServices, conn
       await Promise.all([pools?.stop(), services.flows.stop(), spares?.stop()]);
     },
     async stopReaper() {
-      await reaper?.stop();
+      await Promise.all([reaper?.stop(), replaySweep?.stop()]);
     },
   };
 }

@@ -21,6 +21,9 @@ import { loadProxyUpstreams, type ProxySettings } from './modules/proxies/upstre
 import { allProjectResources } from './modules/registry.js';
 import type { ProfileStore } from './ports/profile-store.js';
 import { createFileProfileStore } from './storage/file-profile-store.js';
+import type { ReplayStore } from './ports/replay-store.js';
+import { createFileReplayStore } from './storage/file-replay-store.js';
+import { replaySettingsOf } from './config-replays.js';
 
 /** What the composer is handed rather than reads from the configuration. */
 export interface ComposeParts {
@@ -48,6 +51,7 @@ export interface ComposeOverrides {
   settings?: AppSettings;
   proxy?: Partial<ProxySettings>;
   profileStore?: ProfileStore;
+  replayStore?: ReplayStore;
 }
 
 /**
@@ -73,6 +77,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       // In Kubernetes mode browsers run in pods, not on this host: its free memory says nothing.
       poolMinFreeMemoryBytes: parts.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
       authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
+      replays: replaySettingsOf(config),
       spares: { max: config.BROWSERPLANE_SPARE_BROWSERS, learnMinutes: config.BROWSERPLANE_SPARE_LEARN_MINUTES },
       // Kubernetes mode builds and runs apps in Jobs of the runner image, none without one;
       // API replicas there never run an in-process build queue.
@@ -93,6 +98,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       ...overrides.proxy,
     },
     profileStore: overrides.profileStore ?? createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
+    replayStore: overrides.replayStore ?? createFileReplayStore(config.BROWSERPLANE_REPLAY_DIR ?? path.join(config.dataDir, 'replays')),
     shutdown: parts.shutdown,
     runtime,
     agentTokens: agentTokensFrom(parts.encryptionKey),

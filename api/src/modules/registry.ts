@@ -11,6 +11,7 @@ import { invocationsModule } from './invocations/module.js';
 import { profilesModule } from './profiles/module.js';
 import { projectRoutes } from './projects/routes.js';
 import { proxiesModule } from './proxies/module.js';
+import { replaysModule } from './replays/module.js';
 
 /**
  * Every resource module: its routes and what it counts toward "the project is not empty".
@@ -27,6 +28,7 @@ export const apiModules: ApiModule[] = [
   browserPoolsModule,
   authConnectionsModule,
   appsModule,
+  replaysModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

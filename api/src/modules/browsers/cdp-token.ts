@@ -35,9 +35,16 @@ export const CDP_TOKEN_TTL_MS = 60 * 60 * 1000;
  */
 export const PROFILE_TOKEN_TTL_MS = 30 * 24 * 60 * 60 * 1000;
 
+/**
+ * A recording's upload token (modules/replays) is bound to the replay id, not the session,
+ * and used once, when the recording ends (at its max duration at the latest, a day at
+ * most): two days is the backstop; the side door refuses it once the replay has ended.
+ */
+export const REPLAY_TOKEN_TTL_MS = 2 * 24 * 60 * 60 * 1000;
+
 /** What a token may be used for; each purpose has its own lifetime. */
-export type TokenPurpose = 'cdp' | 'profile';
-const TTL_MS: Record<TokenPurpose, number> = { cdp: CDP_TOKEN_TTL_MS, profile: PROFILE_TOKEN_TTL_MS };
+export type TokenPurpose = 'cdp' | 'profile' | 'replay';
+const TTL_MS: Record<TokenPurpose, number> = { cdp: CDP_TOKEN_TTL_MS, profile: PROFILE_TOKEN_TTL_MS, replay: REPLAY_TOKEN_TTL_MS };
 const KEY_NAME = 'cdp-token-v1';
 const SEAL_CONTEXT = `service_keys:${KEY_NAME}`;
 
