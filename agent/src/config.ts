@@ -1,6 +1,7 @@
 import type { BrowserLaunchSpec } from '../../contract/launch-spec.js';
 import { parseEgressEnv, type EgressRules } from '../../contract/egress.js';
 import { plainLaunchSpec } from './plain-input.js';
+import { parseLogLimits, type LogLimits } from './logs/limits.js';
 
 /**
  * The agent is configured by its environment alone, because the same code runs as a
@@ -80,6 +81,8 @@ export interface AgentConfig {
   logLevel: string;
   /** Limits of the browser file API (agent/src/fs). */
   fsLimits: FsLimits;
+  /** Limits of the log streams (agent/src/logs). */
+  logLimits: LogLimits;
 }
 
 /**
@@ -186,6 +189,7 @@ export function parseStandbyConfig(env: NodeJS.ProcessEnv): StandbyConfig {
     egress: parseEgressEnv(env),
     logLevel: env.LOG_LEVEL || 'info',
     fsLimits: parseFsLimits(env),
+    logLimits: parseLogLimits(env),
   };
 }
 

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { supervisorLogs } from './logs/supervisor.js';
 import type { SystemUser } from '../../lib/system-user.js';
 import { isProcessAlive, killProcessGroup, signalProcessGroup, waitForProcessGroupExit } from '../../lib/process-group.js';
 
@@ -62,7 +63,11 @@ export async function startDisplay(options: {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
   });
   let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-2000)));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr = (stderr + chunk).slice(-2000);
+    supervisorLogs.feed('xvfb', chunk);
+  });
+  child.once('close', () => supervisorLogs.ended('xvfb'));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const number = await new Promise<number>((resolve, reject) => {
     let out = '';

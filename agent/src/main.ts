@@ -2,6 +2,7 @@
 import type { BrowserAgent } from './agent.js';
 import { isStandby, parseAgentConfig, parseStandbyConfig, parseStandbyToken, type AgentConfig, type StandbyConfig } from './config.js';
 import { createAgentLogger } from './logger.js';
+import { supervisorLogs } from './logs/supervisor.js';
 
 /** Exit codes the runtime reads (the same as agent.ts's EXIT, without loading it here). */
 const BAD_CONFIG = 2;
@@ -26,7 +27,8 @@ async function main(): Promise<void> {
   // Read once: no child (Chromium, Xvfb, x11vnc) inherits them by accident.
   forgetSecrets();
   let browserId: string | null = standby ? null : (config as AgentConfig).spec.browserId;
-  const log = createAgentLogger(config.logLevel, () => browserId);
+  supervisorLogs.configure(config.logLimits);
+  const log = createAgentLogger(config.logLevel, () => browserId, (line) => supervisorLogs.feed('agent', line));
   let agent: BrowserAgent | undefined;
   const exit = (code: number) => process.exit(code);
   const onSignal = (signal: NodeJS.Signals) => (agent ? void agent.shutdown(`signal ${signal}`) : exit(0));

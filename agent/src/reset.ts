@@ -5,6 +5,7 @@ import type { RunningChromium } from './chromium.js';
 import type { ConnectionTracker } from './connections.js';
 import { sendJson } from './http-json.js';
 import { endSessionProcesses } from './process/session-end.js';
+import { supervisorLogs } from './logs/supervisor.js';
 import { withBrowserCdp, type BrowserCdp } from './cdp/client.js';
 import type { AgentState, ResetRequest } from './agent-state.js';
 import type { AgentError, AgentResetReport } from '../../contract/agent-wire.js';
@@ -17,7 +18,8 @@ import { MAX_START_URL_LENGTH, plainResetRequest } from './plain-input.js';
  * 1. Every client connection of the previous holder (CDP, WebDriver BiDi, live view) is
  *    closed, and new ones are refused (503) until the reset ends, so the next holder
  *    never sees a half-reset browser and the previous one cannot undo it. Its processes
- *    are killed and forgotten (process/session-end.ts).
+ *    are killed and forgotten (process/session-end.ts); its log streams end and the lines
+ *    kept of the browser's own processes are forgotten (logs/supervisor.ts).
  * 2. Browser contexts other than the default one are disposed (with their pages and
  *    their in-memory storage); one about:blank page is opened in the default context and
  *    every other page there is closed. It is opened first: a headful Chromium exits when
@@ -164,6 +166,7 @@ export async function resetBrowser(target: ResetTarget, request: ResetRequest): 
     if (!cookieBaseline) throw new Error('the cookies the browser started with could not be read at start, so they cannot be put back');
     const closedConnections = connections.closeAll();
     await endSessionProcesses();
+    supervisorLogs.resetForNextHolder();
     const steps = await withBrowserCdp(chromium.cdp, (cdp) => resetOver(cdp, cookieBaseline, request.startUrl ?? 'about:blank'));
     const report = { closedConnections, ...steps };
     log.info({ ms: Date.now() - started, ...report, start_url: request.startUrl }, 'browser reset for its next holder');

@@ -21,6 +21,7 @@ const SERVED_FAMILIES = [
   'fs',
   'computer',
   'process',
+  'logs',
   'playwright',
   'curl',
   'pools',

@@ -6,6 +6,7 @@ import { authConnectionsModule } from './auth-connections/module.js';
 import { countProjectApiKeys } from './api-keys/service.js';
 import { browserPoolsModule } from './browser-pools/module.js';
 import { browsersModule } from './browsers/module.js';
+import { logsRoutes } from './browsers/logs-routes.js';
 import { credentialsModule } from './credentials/module.js';
 import { invocationsModule } from './invocations/module.js';
 import { profilesModule } from './profiles/module.js';
@@ -25,6 +26,7 @@ export const apiModules: ApiModule[] = [
   credentialsModule,
   profilesModule,
   browsersModule,
+  { name: 'browser-logs', routes: (deps) => logsRoutes(deps) },
   browserPoolsModule,
   authConnectionsModule,
   appsModule,
