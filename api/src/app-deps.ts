@@ -51,6 +51,8 @@ export interface AppSettings {
   apps?: AppsSettings | undefined;
   /** How long a sync POST /invocations waits for a run (default SYNC_WAIT_MS, 50 s; tests shorten it). */
   invocationSyncWaitMs?: number | undefined;
+  /** The audit log: days entries are kept (default 90) and entries queued for writing at most (default 10,000). */
+  auditLog?: { retentionDays: number; queueMax: number } | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

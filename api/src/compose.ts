@@ -74,6 +74,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       poolMinFreeMemoryBytes: parts.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
       authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
       spares: { max: config.BROWSERPLANE_SPARE_BROWSERS, learnMinutes: config.BROWSERPLANE_SPARE_LEARN_MINUTES },
+      auditLog: { retentionDays: config.BROWSERPLANE_AUDIT_LOG_RETENTION_DAYS, queueMax: config.BROWSERPLANE_AUDIT_LOG_QUEUE_MAX },
       // Kubernetes mode builds and runs apps in Jobs of the runner image, none without one;
       // API replicas there never run an in-process build queue.
       apps: !parts.kubernetes

@@ -2,6 +2,7 @@ import type { ProjectResourceCounter } from '../app-deps.js';
 import type { ApiModule } from './api-module.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import { appsModule } from './apps/module.js';
+import { auditLogsModule } from './audit-logs/module.js';
 import { authConnectionsModule } from './auth-connections/module.js';
 import { countProjectApiKeys } from './api-keys/service.js';
 import { browserPoolsModule } from './browser-pools/module.js';
@@ -27,6 +28,7 @@ export const apiModules: ApiModule[] = [
   browserPoolsModule,
   authConnectionsModule,
   appsModule,
+  auditLogsModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);
