@@ -55,6 +55,8 @@ export interface AppSettings {
   invocationSyncWaitMs?: number | undefined;
   /** Session recordings' retention and bounds (config-replays.ts); unset, DEFAULT_REPLAY_SETTINGS. */
   replays?: ReplaySettings | undefined;
+  /** The audit log: days entries are kept (default 90) and entries queued for writing at most (default 10,000). */
+  auditLog?: { retentionDays: number; queueMax: number } | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

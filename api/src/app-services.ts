@@ -1,4 +1,6 @@
 import type { AppDeps } from './app-deps.js';
+import { AuditRecorder, DEFAULT_AUDIT_QUEUE_MAX } from './modules/audit-logs/recorder.js';
+import { AuditRetentionSweep, AUDIT_SWEEP_INTERVAL_MS, DEFAULT_AUDIT_RETENTION_DAYS } from './modules/audit-logs/retention.js';
 import { AuthFlows } from './modules/auth-connections/engine/flows.js';
 import { PoolManager, POOL_RECONCILE_INTERVAL_MS } from './modules/browser-pools/manager.js';
 import type { CdpConnections } from './modules/browsers/cdp-proxy.js';
@@ -19,6 +21,8 @@ export interface AppServices {
   flows: AuthFlows;
   /** Warm spares for POST /browsers. Kept only where started (the API process); creates look for one whenever spares are configured. */
   spares: SpareKeeper;
+  /** The audit log's writer: the route chain hands it every state-changing call; its owner closes it (writing what is queued). */
+  auditLog: AuditRecorder;
 }
 
 export interface BackgroundOptions {
@@ -30,6 +34,8 @@ export interface BackgroundOptions {
   jobs?: { pollIntervalMs?: number } | false;
   /** The warm spares' planning pass (default SPARE_PASS_INTERVAL_MS); false or absent: no spares are started here. */
   spares?: { intervalMs?: number } | false;
+  /** The audit log's retention sweep (default AUDIT_SWEEP_INTERVAL_MS, hourly); false or absent: not swept here. */
+  auditRetention?: { intervalMs?: number } | false;
 }
 
 export function createAppServices(deps: AppDeps): AppServices {
@@ -38,7 +44,8 @@ export function createAppServices(deps: AppDeps): AppServices {
     learnMinutes: deps.settings.spares?.learnMinutes ?? DEFAULT_SPARE_LEARN_MINUTES,
     minFreeMemoryBytes: deps.settings.poolMinFreeMemoryBytes ?? MIN_FREE_MEMORY_BYTES,
   });
-  return { pools: new PoolManager(deps), flows: new AuthFlows(deps), spares };
+  const auditLog = new AuditRecorder(deps.db, deps.log, { queueMax: deps.settings.auditLog?.queueMax ?? DEFAULT_AUDIT_QUEUE_MAX });
+  return { pools: new PoolManager(deps), flows: new AuthFlows(deps), spares, auditLog };
 }
 
 /** Running background work of one app, started together and stopped in the service's order. */
@@ -46,6 +53,8 @@ export interface RunningBackground {
   /** Starts stopping the pools and flows at once (waiting acquires are answered now); resolves when both have stopped. */
   stopPoolsAndFlows(): Promise<void>;
   stopReaper(): Promise<void>;
+  /** Stops the audit retention sweep (the recorder itself is closed by the services' owner). */
+  stopAuditSweep(): Promise<void>;
 }
 
 /**
@@ -61,6 +70,13 @@ export async function startBackground(deps: AppDeps, services: AppServices, conn
   await pools?.start({ intervalMs: (options.pools || undefined)?.intervalMs ?? POOL_RECONCILE_INTERVAL_MS });
   const spares = options.spares ? services.spares : undefined;
   spares?.start({ intervalMs: (options.spares || undefined)?.intervalMs ?? SPARE_PASS_INTERVAL_MS });
+  const auditSweep = options.auditRetention
+    ? new AuditRetentionSweep(deps, {
+        retentionDays: deps.settings.auditLog?.retentionDays ?? DEFAULT_AUDIT_RETENTION_DAYS,
+        intervalMs: options.auditRetention.intervalMs ?? AUDIT_SWEEP_INTERVAL_MS,
+      })
+    : undefined;
+  auditSweep?.start();
   await services.flows.start({
     jobs: options.jobs !== false && options.jobs !== undefined,
     ...(options.jobs && options.jobs.pollIntervalMs ? { jobPollIntervalMs: options.jobs.pollIntervalMs } : {}),
@@ -71,6 +87,9 @@ export async function startBackground(deps: AppDeps, services: AppServices, conn
     },
     async stopReaper() {
       await Promise.all([reaper?.stop(), replaySweep?.stop()]);
+    },
+    async stopAuditSweep() {
+      await auditSweep?.stop();
     },
   };
 }

@@ -35,6 +35,7 @@ export function buildApp(deps: AppDeps, services: AppServices): BuiltApp {
 
   const lifecycle: Lifecycle = { draining: false };
   const metrics = createMetrics(deps.db);
+  services.auditLog.registerMetrics(metrics.registry);
   for (const module of apiModules) module.metrics?.(metrics.registry, deps);
   const routes: RouteDef[] = [];
   routes.push(
@@ -83,7 +84,7 @@ export function buildApp(deps: AppDeps, services: AppServices): BuiltApp {
   app.use(INTERNAL_APP_JOBS, ...jsonParser(Math.max(deps.settings.maxBodyBytes, INTERNAL_APP_JOBS_MAX_BODY_BYTES)));
   app.use(...jsonParser(deps.settings.maxBodyBytes));
   app.use(limitJsonDepth);
-  mountRoutes(app, routes, deps);
+  mountRoutes(app, routes, deps, services.auditLog);
   app.use(errorMiddleware(deps.log));
   return { app, routes, lifecycle };
 }

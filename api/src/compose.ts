@@ -79,6 +79,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
       replays: replaySettingsOf(config),
       spares: { max: config.BROWSERPLANE_SPARE_BROWSERS, learnMinutes: config.BROWSERPLANE_SPARE_LEARN_MINUTES },
+      auditLog: { retentionDays: config.BROWSERPLANE_AUDIT_LOG_RETENTION_DAYS, queueMax: config.BROWSERPLANE_AUDIT_LOG_QUEUE_MAX },
       // Kubernetes mode builds and runs apps in Jobs of the runner image, none without one;
       // API replicas there never run an in-process build queue.
       apps: !parts.kubernetes

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { parseAllowedNetworks } from '../../contract/egress.js';
 import { appJobFields } from './config-app-jobs.js';
 import { replayFields } from './config-replays.js';
+import { auditLogFields } from './config-audit-logs.js';
 import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/pool.js';
 import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
 
@@ -182,6 +183,7 @@ export const configSchema = z.object({
   ...browserFsLimitFields,
   ...appJobFields,
   ...replayFields,
+  ...auditLogFields,
   BROWSERPLANE_SESSION_UID_BASE: z.coerce
     .number()
     .int()

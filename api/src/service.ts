@@ -96,7 +96,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     deps.settings.internalUrl = config.BROWSERPLANE_INTERNAL_URL ?? loopbackUrl(address);
     // After the internal URL is known: pool browsers with a profile fetch it from there.
     // The reaper, the pool fill, and login flows, health checks and re-auths (on the job queue).
-    const background = await startBackground(deps, services, cdpProxy.connections, { reaper: {}, pools: {}, jobs: {}, spares: {} });
+    const background = await startBackground(deps, services, cdpProxy.connections, { reaper: {}, pools: {}, jobs: {}, spares: {}, auditRetention: {} });
     log.info({ url, dataDir: config.dataDir, embeddedPostgres: Boolean(embedded) }, 'browserplane listening');
 
     return {
@@ -122,6 +122,9 @@ export async function startService(config: Config, log: Logger): Promise<Running
         await poolsAndFlowsStopped;
         await runsStopped;
         await buildsStopped;
+        // After the drain, so the last calls are in the queue; before the pool closes.
+        await background.stopAuditSweep();
+        await services.auditLog.close();
         // A stopped embedded service leaves no browser behind (their sessions end as
         // browser_gone when the reaper next looks); in Kubernetes mode they carry on.
         await browsers.stop();

@@ -33,6 +33,7 @@ const SERVED_FAMILIES = [
   'auth connections',
   'deployments/apps',
   'replays',
+  'audit logs',
 ] as const;
 
 const SDK_ROUTES = 127;

@@ -182,6 +182,7 @@ export async function startTestApp(
       cdpProxy.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
+      await services.auditLog.close();
       await runtime.terminateAll(0);
       await deps.events.close();
       await database.drop();

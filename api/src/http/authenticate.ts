@@ -5,6 +5,7 @@ import { hashApiKey } from '../modules/api-keys/key-material.js';
 import { findApiKeyForRequest } from '../modules/api-keys/store.js';
 import { findDefaultProject, findProject, type ProjectRow } from '../modules/projects/store.js';
 import type { AuthContext } from './auth-context.js';
+import type { IdentifiedKey } from './call-audit.js';
 import { AppError, badRequest, forbidden, unauthorized } from './errors.js';
 import type { AuthScope } from './route.js';
 
@@ -25,7 +26,9 @@ export interface AuthHeaders {
  * acts in: a project-scoped key's own project; for an org-wide key the project named by
  * `X-Kernel-Project-Id` or `X-Kernel-Project` (either takes an id or a name), else the
  * org's default project. With `cache`, a key seen before costs no database round trip
- * (auth-cache.ts says when its answers are trusted).
+ * (auth-cache.ts says when its answers are trusted). `identified` hears of a key that
+ * exists before it is judged (deleted, expired, wrong scope), so the audit log records
+ * refused calls of known keys too.
  */
 export async function authenticate(
   db: Queryable,
@@ -33,6 +36,7 @@ export async function authenticate(
   headers: AuthHeaders,
   scope: Exclude<AuthScope, 'public'>,
   cache?: AuthCache,
+  identified?: (key: IdentifiedKey) => void,
 ): Promise<AuthContext> {
   const match = /^Bearer +([\x21-\x7e]+) *$/i.exec(headers.authorization ?? '');
   if (!match?.[1]) {
@@ -40,6 +44,7 @@ export async function authenticate(
   }
   const hash = hashApiKey(match[1]);
   const key = await (cache ? cache.lookup(hash, () => findApiKeyForRequest(db, hash)) : findApiKeyForRequest(db, hash));
+  if (key) identified?.({ orgId: key.org_id, id: key.id, name: key.name, projectId: key.project_id });
   if (!key || key.deleted_at) throw unauthorized('The API key is not valid');
   if (key.expires_at && key.expires_at.getTime() <= clock.now().getTime()) {
     throw unauthorized('The API key has expired');

@@ -3,17 +3,24 @@ import { match } from 'path-to-regexp';
 import type { AppDeps } from '../app-deps.js';
 import type { AuthContext } from './auth-context.js';
 import { authenticate, PROJECT_HEADER, PROJECT_NAME_HEADER } from './authenticate.js';
+import { CallWatch, isAuditedRoute, type CallRecorder } from './call-audit.js';
 import { applyDeprecation } from './deprecation.js';
 import { AppError } from './errors.js';
 import { expressPath, type HandlerContext, type RouteDef, type RouteResult } from './route.js';
 import { validateRequest } from './validate.js';
 
-/** Mounts every route with the shared chain: deprecation → auth → body → validation → handler. */
-export function mountRoutes(app: Express, routes: RouteDef[], deps: AppDeps): void {
+/**
+ * Mounts every route with the shared chain: deprecation → auth → body → validation → handler.
+ * With `audit`, every state-changing call by a known key is handed to it once answered.
+ */
+export function mountRoutes(app: Express, routes: RouteDef[], deps: AppDeps, audit?: CallRecorder): void {
   for (const route of routes) {
+    const audited = audit !== undefined && isAuditedRoute(route);
     const handler: RequestHandler = async (req, res) => {
       res.locals.routeTemplate = route.path;
-      const result = await runRoute(route, req, res, deps);
+      const watch = audited ? new CallWatch(route, req, res, audit, deps.clock.now()) : undefined;
+      const result = await runRoute(route, req, res, deps, watch);
+      watch?.answered(result);
       sendResult(res, result);
     };
     app[route.method](expressPath(route.path), handler);
@@ -21,7 +28,7 @@ export function mountRoutes(app: Express, routes: RouteDef[], deps: AppDeps): vo
   app.use(unmatched(routes));
 }
 
-async function runRoute(route: RouteDef, req: Request, res: Response, deps: AppDeps): Promise<RouteResult> {
+async function runRoute(route: RouteDef, req: Request, res: Response, deps: AppDeps, watch?: CallWatch): Promise<RouteResult> {
   const rawParams = req.params as Record<string, string>;
   if (route.deprecation) applyDeprecation(route.deprecation, deps.clock.now(), rawParams, res);
 
@@ -37,7 +44,9 @@ async function runRoute(route: RouteDef, req: Request, res: Response, deps: AppD
       },
       route.auth,
       deps.authCache,
+      watch && ((key) => watch.identified(key)),
     );
+    watch?.actsIn(auth.project?.id ?? null);
   }
   const jsonAlternative = route.jsonAlternative !== undefined && Boolean(req.is(['application/json', 'application/*+json']));
   if (route.bodyType === 'raw' || (route.bodyType === 'multipart' && !jsonAlternative)) checkStreamedBody(req, route.bodyType);

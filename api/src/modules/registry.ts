@@ -2,6 +2,7 @@ import type { ProjectResourceCounter } from '../app-deps.js';
 import type { ApiModule } from './api-module.js';
 import { apiKeyRoutes } from './api-keys/routes.js';
 import { appsModule } from './apps/module.js';
+import { auditLogsModule } from './audit-logs/module.js';
 import { authConnectionsModule } from './auth-connections/module.js';
 import { countProjectApiKeys } from './api-keys/service.js';
 import { browserPoolsModule } from './browser-pools/module.js';
@@ -31,6 +32,7 @@ export const apiModules: ApiModule[] = [
   authConnectionsModule,
   appsModule,
   replaysModule,
+  auditLogsModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);
