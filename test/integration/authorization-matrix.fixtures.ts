@@ -6,6 +6,7 @@ import type { HttpClient } from '../support/http.js';
 import type { Tenant, TestApp } from '../support/test-app.js';
 import type { CreatedApiKey } from './api-keys.fixtures.js';
 import { insertDeployment, setDeploymentStatus } from '../../api/src/modules/apps/deployments-store.js';
+import { insertReplay } from '../../api/src/modules/replays/store.js';
 
 /**
  * Tenant A ("alpha") owning one of every resource, the identities that must not reach
@@ -32,6 +33,8 @@ export interface Alpha {
   deletedKey: string;
   /** By the path prefix of the routes that take them. */
   resources: Record<string, Owned>;
+  /** A recording of A's browser ({replay_id}), written directly: the matrix's browsers record nothing. */
+  replayId: string;
   /** Ids, names and secret values of A's that no other identity may see. */
   secrets: string[];
 }
@@ -69,6 +72,17 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
   const invocation = await must(http.post('/invocations', { app_name: 'alpha-app', action_name: 'alpha-action', version: 'alpha-1', async: true }));
   const browser = await must(http.post('/browsers', { name: 'alpha-browser', tags: { owner: 'alpha-tag' }, invocation_id: invocation.id }));
   const pool = await must(http.post('/browser_pools', { name: 'alpha-pool', size: 1 }));
+  const replayId = 'rpl_alpha_matrix';
+  await insertReplay(app.database.db, {
+    id: replayId,
+    session_id: browser.session_id,
+    org_id: tenant.orgId,
+    project_id: tenant.defaultProjectId,
+    framerate: 10,
+    max_duration_s: 60,
+    started_at: clock.now(),
+    expires_at: new Date(clock.now().getTime() + 7 * DAY_MS),
+  });
   // Written directly: a deployment made over HTTP would start a real build (npm) in the background.
   const deployment = await insertDeployment(app.database.db, { orgId: tenant.orgId, projectId: tenant.defaultProjectId }, {
     id: 'dep_alpha_matrix',
@@ -121,10 +135,12 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     'alpha-user',
     PROXY_PASSWORD,
     CREDENTIAL_PASSWORD,
+    replayId,
     ...Object.values(resources).flatMap((r) => [r.id, ...(r.name ? [r.name] : [])]),
   ];
   return {
     tenant,
+    replayId,
     otherProject: { id: other.id, name: other.name },
     otherProjectKey: otherKey.key,
     expiredKey: expiring.key,

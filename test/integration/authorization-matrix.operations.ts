@@ -213,6 +213,7 @@ export function probesOf(operation: Operation, doc: Doc, alpha: Alpha): Probe[] 
         if (n === 'watch_id') return [n, 'matrix-watch'];
         // A process id is the agent's; only the browser in front of it says whose it is.
         if (n === 'process_id') return [n, '00000000-0000-4000-8000-000000000000'];
+        if (n === 'replay_id') return [n, alpha.replayId];
         if ((n === 'id' || n === 'id_or_name') && owner) return [n, by === 'name' ? owner.name! : owner.id];
         throw new Error(`no value of tenant A for {${n}} in ${operation.method} ${operation.path}: add it to the fixtures`);
       }),

@@ -10,7 +10,9 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** No API key: probes and documents, and pages authorised by a signed token in their URL instead. */
 // The agent's profile archive route (GET and PUT) is authorised by its token, not a key.
 const PROFILE_ARCHIVE = '/internal/browsers/{session_id}/profile';
-const PUBLIC_PATHS = ['/healthz', '/readyz', '/health', '/status', '/metrics', '/openapi.json', '/browsers/{session_id}/live', '/live-view/*path', PROFILE_ARCHIVE, PROFILE_ARCHIVE,
+// The agent's replay upload (and failure report), likewise (modules/replays/side-door.ts).
+const REPLAY_SIDE_DOOR = ['/internal/replays/{replay_id}/video', '/internal/replays/{replay_id}/video/failure'];
+const PUBLIC_PATHS = ['/healthz', '/readyz', '/health', '/status', '/metrics', '/openapi.json', '/browsers/{session_id}/live', '/live-view/*path', PROFILE_ARCHIVE, PROFILE_ARCHIVE, ...REPLAY_SIDE_DOOR,
   // The hosted login page: authorised by its handoff code and page-session cookie.
   '/auth/hosted/{flow_id}', '/auth/hosted-assets/{file}', '/auth/hosted/{flow_id}/session', '/auth/hosted/{flow_id}/state',
   '/auth/hosted/{flow_id}/submit', '/auth/hosted/{flow_id}/events'];
