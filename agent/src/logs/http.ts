@@ -22,6 +22,9 @@ import { supervisorLogs, type SupervisorLine } from './supervisor.js';
  */
 
 const KEEPALIVE_MS = 15_000;
+/** The words the API's query booleans take (zod's stringbool), so a client calling the agent directly is read alike. */
+const TRUE_WORDS = ['true', '1', 'yes', 'on', 'y', 'enabled'];
+const FALSE_WORDS = ['false', '0', 'no', 'off', 'n', 'disabled'];
 
 export interface LogQuery {
   source: 'path' | 'supervisor';
@@ -50,9 +53,9 @@ const invalid = (message: string) => new FsError(400, 'invalid_request', message
 export function parseLogQuery(params: URLSearchParams): LogQuery {
   const source = params.get('source');
   if (source !== 'path' && source !== 'supervisor') throw invalid('query parameter source must be "path" or "supervisor"');
-  const followText = params.get('follow');
-  if (followText !== null && !['true', 'false', '1', '0'].includes(followText)) throw invalid('query parameter follow must be true or false');
-  const follow = followText === null || followText === 'true' || followText === '1';
+  const followText = params.get('follow')?.toLowerCase() ?? 'true';
+  const follow = TRUE_WORDS.includes(followText);
+  if (!follow && !FALSE_WORDS.includes(followText)) throw invalid('query parameter follow must be true or false');
   const path = params.get('path');
   const processName = params.get('supervisor_process');
   if (source === 'path') {
