@@ -46,6 +46,8 @@ export const auditFilterQuery = {
 };
 
 const checkWindow = (q: { start: Date; end: Date }, ctx: z.RefinementCtx) => {
+  // zod runs this even when a bound itself was refused (that issue is reported already).
+  if (!(q.start instanceof Date) || !(q.end instanceof Date)) return;
   if (q.end.getTime() <= q.start.getTime()) {
     ctx.addIssue({ code: 'custom', path: ['end'], message: 'end must be after start' });
   } else if (q.end.getTime() - q.start.getTime() > MAX_WINDOW_DAYS * 86_400_000) {
