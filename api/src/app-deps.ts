@@ -6,6 +6,7 @@ import type { DatabaseSupervision } from './db/postgres-supervisor.js';
 import type { EventHub } from './events/hub.js';
 import type { AuthCache } from './modules/api-keys/auth-cache.js';
 import type { AppsSettings } from './modules/apps/settings.js';
+import type { TelemetrySettings } from './config-telemetry.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
 import type { BrowserRuntime } from '../../contract/browser-runtime.js';
@@ -51,6 +52,8 @@ export interface AppSettings {
   apps?: AppsSettings | undefined;
   /** How long a sync POST /invocations waits for a run (default SYNC_WAIT_MS, 50 s; tests shorten it). */
   invocationSyncWaitMs?: number | undefined;
+  /** Browser telemetry's retention and per-session cap (default DEFAULT_TELEMETRY_SETTINGS). */
+  telemetry?: TelemetrySettings | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

@@ -17,6 +17,7 @@ import type { Db } from './db/pool.js';
 import { AuthCache } from './modules/api-keys/auth-cache.js';
 import { createPgEventHub } from './events/hub.js';
 import { appsSettingsOf } from './modules/apps/settings.js';
+import { telemetrySettingsOf } from './config-telemetry.js';
 import { loadProxyUpstreams, type ProxySettings } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
 import type { ProfileStore } from './ports/profile-store.js';
@@ -74,6 +75,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       poolMinFreeMemoryBytes: parts.kubernetes ? 0 : config.BROWSERPLANE_POOL_MIN_FREE_MEMORY_MB * 1024 * 1024,
       authMinHealthCheckIntervalSeconds: config.BROWSERPLANE_AUTH_MIN_HEALTH_CHECK_INTERVAL_SECONDS,
       spares: { max: config.BROWSERPLANE_SPARE_BROWSERS, learnMinutes: config.BROWSERPLANE_SPARE_LEARN_MINUTES },
+      telemetry: telemetrySettingsOf(config),
       // Kubernetes mode builds and runs apps in Jobs of the runner image, none without one;
       // API replicas there never run an in-process build queue.
       apps: !parts.kubernetes

@@ -6,6 +6,7 @@ import { authConnectionsModule } from './auth-connections/module.js';
 import { countProjectApiKeys } from './api-keys/service.js';
 import { browserPoolsModule } from './browser-pools/module.js';
 import { browsersModule } from './browsers/module.js';
+import { browserTelemetryModule } from './browser-telemetry/module.js';
 import { credentialsModule } from './credentials/module.js';
 import { invocationsModule } from './invocations/module.js';
 import { profilesModule } from './profiles/module.js';
@@ -27,6 +28,7 @@ export const apiModules: ApiModule[] = [
   browserPoolsModule,
   authConnectionsModule,
   appsModule,
+  browserTelemetryModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

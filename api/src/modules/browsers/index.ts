@@ -3,3 +3,6 @@ export { browsersModule } from './module.js';
 export { terminateGraceMs } from './service.js';
 export { createBrowserBody, DEFAULT_VIEWPORT } from './schema.js';
 export { applyTelemetry, type TelemetryConfig } from './telemetry.js';
+export { getSession } from './service.js';
+export { createCdpTokens } from './cdp-token.js';
+export { TELEMETRY_INGEST_PATH } from './telemetry-door.js';
