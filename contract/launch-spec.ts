@@ -8,6 +8,7 @@
  * out everything but browserId.
  */
 import { z } from 'zod';
+import { telemetrySpecSchema } from './telemetry.js';
 
 export const BROWSER_ID_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
 
@@ -61,6 +62,8 @@ export const browserLaunchSpecSchema = z.object({
   profile: profileTargetSchema.optional(),
   /** Labels for the runtime (pool membership, tags), not interpreted by the agent. */
   labels: z.record(z.string(), z.string()).default({}),
+  /** Telemetry to capture and where to send it (contract/telemetry.ts); absent: none. */
+  telemetry: telemetrySpecSchema.optional(),
 });
 export type BrowserLaunchSpec = z.infer<typeof browserLaunchSpecSchema>;
 
@@ -74,6 +77,8 @@ export const liveBrowserSettingsSchema = z.object({
    * start, so nothing is loaded; the agent saves into it at the end when saveChanges is set.
    */
   profile: profileTargetSchema.optional(),
+  /** The telemetry categories changed (PATCH telemetry, a claimed spare): replaces what the agent captures. */
+  telemetry: telemetrySpecSchema.optional(),
 });
 export type LiveBrowserSettings = z.infer<typeof liveBrowserSettingsSchema>;
 

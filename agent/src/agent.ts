@@ -1,12 +1,12 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import type { BrowserLaunchSpec, BrowserResetReport, LiveBrowserSettings } from '../../contract/browser-runtime.js';
+import type { BrowserResetReport, LiveBrowserSettings } from '../../contract/browser-runtime.js';
 import type { CdpBridge } from './cdp-bridge.js';
 import { closeAllBidiClients } from './bidi/registry.js';
 import { ConnectionTracker } from './connections.js';
 import type { SystemUser } from '../../lib/system-user.js';
-import { chromiumUserOf, launchBrowser } from './browser-launch.js';
+import { chromiumUserOf, launchBrowser, unsupportedSettings } from './browser-launch.js';
 import { ChromiumStartError, findChromium, startUrlOf, type RunningChromium } from './chromium.js';
 import type { AgentConfig } from './config.js';
 import type { XDisplay } from './display.js';
@@ -26,13 +26,6 @@ const PROXY_LOAD_DELAY_MS = 1000;
 
 /** Exit codes the runtime reads: anything but 0 means the browser is Failed. */
 export const EXIT = { clean: 0, startFailed: 1, badConfig: 2, chromiumCrashed: 3 } as const;
-
-/** Settings of the spec this slice of the agent does not apply yet, so the log says so. */
-function unsupportedSettings(spec: BrowserLaunchSpec): string[] {
-  const ignored: string[] = [];
-  if (spec.kioskMode && spec.headless) ignored.push('kioskMode (headless)');
-  return ignored;
-}
 
 /**
  * One browser's lifetime: serve health at once (503 while starting), launch Chromium,
@@ -135,6 +128,7 @@ export class BrowserAgent {
     setTimeout(() => void (this.stopping ? undefined : this.forwarder?.load()), PROXY_LOAD_DELAY_MS).unref();
     void chromium.exited.then((exit) => this.onChromiumExit(exit));
     this.watchForOrphaning();
+    if (spec.telemetry) void import('./telemetry/index.js').then((t) => t.startTelemetry(spec.telemetry, () => this.chromium?.cdp, this.log));
   }
 
   /**
@@ -180,7 +174,8 @@ export class BrowserAgent {
   }
 
   private async listen(): Promise<void> {
-    const [{ CdpBridge }, { createAgentServer }] = await Promise.all([import('./cdp-bridge.js'), import('./server.js')]);
+    const [{ CdpBridge }, { createAgentServer }, { telemetry }] = await Promise.all([import('./cdp-bridge.js'), import('./server.js'), import('./telemetry/sink.js')]);
+    telemetry.configure(this.config.spec.telemetry); // before any client: its cdp_connect counts
     const bridge = new CdpBridge(() => this.chromium?.cdp, this.connections, this.log);
     const server = createAgentServer(
       {
@@ -233,6 +228,7 @@ export class BrowserAgent {
     }
     if (route) this.forwarder!.useRoute(route);
     if (settings.profile !== undefined) this.attachedProfile = settings.profile;
+    if (settings.telemetry !== undefined) await (await import('./telemetry/index.js')).startTelemetry(settings.telemetry, () => this.chromium?.cdp, this.log);
   }
 
   private async applyViewport(viewport: NonNullable<LiveBrowserSettings['viewport']>): Promise<void> {
@@ -360,6 +356,7 @@ export class BrowserAgent {
     await this.display?.stop();
     await this.releaseLaunchExtras();
     await removeWorkDir(this.dirs!);
+    await (await import('./telemetry/index.js')).endTelemetry(closedByClient ? undefined : this.chromium!.pid);
     this.server?.close();
     this.finish(closedByClient ? EXIT.clean : EXIT.chromiumCrashed, why);
   }
@@ -387,6 +384,7 @@ export class BrowserAgent {
       await this.display?.stop();
       await this.releaseLaunchExtras();
       if (this.dirs) await removeWorkDir(this.dirs);
+      await (await import('./telemetry/index.js')).endTelemetry();
       this.server?.close();
       this.server?.closeAllConnections();
     }

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import type { CdpMux, VirtualConnection } from './cdp/mux.js';
 import type { ConnectionTracker } from './connections.js';
+import { cdpClientOpened } from './telemetry/connection-events.js';
 
 /**
  * CDP for clients: each client WebSocket on /cdp gets its own virtual connection on the
@@ -55,8 +56,13 @@ export class CdpBridge {
   private pipe(client: WebSocket, upstream: VirtualConnection): void {
     // Upstream at once (closeBoth): the client must not reach Chromium again once asked to leave.
     const release = this.tracker.opened('cdp', () => closeBoth(1001, 'the browser was reset for its next holder'));
-    client.on('message', (data: RawData) => upstream.send(text(data)));
+    const telemetry = cdpClientOpened();
+    client.on('message', (data: RawData) => {
+      telemetry.message();
+      upstream.send(text(data));
+    });
     upstream.setOnMessage((message) => {
+      telemetry.message();
       if (client.readyState === WebSocket.OPEN) client.send(message);
     });
     let closed = false;
@@ -65,6 +71,7 @@ export class CdpBridge {
       closed = true;
       this.pairs.delete(client);
       release();
+      telemetry.closed(code === 1001 && reason === 'browser closed' ? 'upstream_changed' : code === 1001 ? 'context_cancelled' : 'client_close');
       this.log.info({ connections: this.pairs.size }, 'CDP client disconnected');
       upstream.close();
       // 1005/1006 are reserved: they may be observed but never sent.

@@ -6,6 +6,7 @@ import type { DatabaseSupervision } from './db/postgres-supervisor.js';
 import type { EventHub } from './events/hub.js';
 import type { AuthCache } from './modules/api-keys/auth-cache.js';
 import type { AppsSettings } from './modules/apps/settings.js';
+import type { TelemetrySettings } from './config-telemetry.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
 import type { ReplayStore } from './ports/replay-store.js';
@@ -57,6 +58,8 @@ export interface AppSettings {
   replays?: ReplaySettings | undefined;
   /** The audit log: days entries are kept (default 90) and entries queued for writing at most (default 10,000). */
   auditLog?: { retentionDays: number; queueMax: number } | undefined;
+  /** Browser telemetry's retention and per-session cap (default DEFAULT_TELEMETRY_SETTINGS). */
+  telemetry?: TelemetrySettings | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

@@ -17,6 +17,7 @@ import type { Db } from './db/pool.js';
 import { AuthCache } from './modules/api-keys/auth-cache.js';
 import { createPgEventHub } from './events/hub.js';
 import { appsSettingsOf } from './modules/apps/settings.js';
+import { telemetrySettingsOf } from './config-telemetry.js';
 import { loadProxyUpstreams, type ProxySettings } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
 import type { ProfileStore } from './ports/profile-store.js';
@@ -80,6 +81,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       replays: replaySettingsOf(config),
       spares: { max: config.BROWSERPLANE_SPARE_BROWSERS, learnMinutes: config.BROWSERPLANE_SPARE_LEARN_MINUTES },
       auditLog: { retentionDays: config.BROWSERPLANE_AUDIT_LOG_RETENTION_DAYS, queueMax: config.BROWSERPLANE_AUDIT_LOG_QUEUE_MAX },
+      telemetry: telemetrySettingsOf(config),
       // Kubernetes mode builds and runs apps in Jobs of the runner image, none without one;
       // API replicas there never run an in-process build queue.
       apps: !parts.kubernetes

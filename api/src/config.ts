@@ -4,6 +4,7 @@ import { parseAllowedNetworks } from '../../contract/egress.js';
 import { appJobFields } from './config-app-jobs.js';
 import { replayFields } from './config-replays.js';
 import { auditLogFields } from './config-audit-logs.js';
+import { telemetryFields } from './config-telemetry.js';
 import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/pool.js';
 import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
 
@@ -184,6 +185,7 @@ export const configSchema = z.object({
   ...appJobFields,
   ...replayFields,
   ...auditLogFields,
+  ...telemetryFields,
   BROWSERPLANE_SESSION_UID_BASE: z.coerce
     .number()
     .int()

@@ -77,6 +77,7 @@ describe('POST /browser_pools', () => {
             console: { enabled: false },
             control: { enabled: true },
             interaction: { enabled: false },
+            monitor: { enabled: false },
             network: { enabled: true },
             page: { enabled: false },
             screenshot: { enabled: false },

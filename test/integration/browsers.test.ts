@@ -112,6 +112,7 @@ describe('POST /browsers', () => {
       console: { enabled: false },
       control: { enabled: true },
       interaction: { enabled: false },
+      monitor: { enabled: false },
       network: { enabled: true },
       page: { enabled: false },
       screenshot: { enabled: false },

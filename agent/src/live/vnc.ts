@@ -6,6 +6,7 @@ import WebSocket, { WebSocketServer, type RawData } from 'ws';
 import type { ConnectionTracker } from '../connections.js';
 import type { UpgradeHandler } from '../agent-state.js';
 import { vncServerFor } from './vnc-server.js';
+import { liveViewOpened } from '../telemetry/connection-events.js';
 
 /**
  * The live view's transport: each WebSocket client on /vnc gets its own RFB connection
@@ -48,6 +49,7 @@ function accept(request: IncomingMessage, socket: Duplex, head: Buffer, upstream
 
 function bridge(client: WebSocket, upstream: net.Socket, tracker: ConnectionTracker, log: Logger): void {
   const release = tracker.opened('live_view', () => close('the browser was reset for its next holder'));
+  const viewer = liveViewOpened();
   log.info({ live_view: tracker.activity().byKind.live_view }, 'live view client connected');
   upstream.on('data', (chunk: Buffer) => {
     if (client.readyState !== WebSocket.OPEN) return;
@@ -64,6 +66,7 @@ function bridge(client: WebSocket, upstream: net.Socket, tracker: ConnectionTrac
     if (closed) return;
     closed = true;
     release();
+    viewer.closed();
     upstream.destroy();
     // 1001: x11vnc or the browser went away; the viewer shows that the session ended.
     if (client.readyState === WebSocket.OPEN) client.close(1001, reason);

@@ -8,6 +8,7 @@ import { countProjectApiKeys } from './api-keys/service.js';
 import { browserPoolsModule } from './browser-pools/module.js';
 import { browsersModule } from './browsers/module.js';
 import { logsRoutes } from './browsers/logs-routes.js';
+import { browserTelemetryModule } from './browser-telemetry/module.js';
 import { credentialsModule } from './credentials/module.js';
 import { invocationsModule } from './invocations/module.js';
 import { profilesModule } from './profiles/module.js';
@@ -33,6 +34,7 @@ export const apiModules: ApiModule[] = [
   appsModule,
   replaysModule,
   auditLogsModule,
+  browserTelemetryModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

@@ -1,4 +1,5 @@
 import type { BrowserLaunchSpec, ProxySpec } from '../../../../contract/browser-runtime.js';
+import type { TelemetrySpec } from '../../../../contract/telemetry.js';
 import type { Scope, SessionRow } from './store.js';
 
 /**
@@ -20,6 +21,8 @@ export interface LaunchExtras {
   saveProfile: boolean;
   /** For the runtime: a session's tags, or a warm browser's pool membership. */
   labels: Record<string, string>;
+  /** What the agent captures and where it sends it (telemetrySpecOf); absent: nothing. */
+  telemetry?: TelemetrySpec | undefined;
 }
 
 /** The launch spec of browser `browserId` of `scope`, made as `make` says. */
@@ -37,5 +40,6 @@ export function launchSpecOf(browserId: string, scope: Scope, make: BrowserMake,
     ...(make.profile_id !== null && extras.archiveUrl ? { profile: { id: make.profile_id, archiveUrl: extras.archiveUrl, saveChanges: extras.saveProfile } } : {}),
     chromePolicy: make.chrome_policy,
     labels: extras.labels,
+    ...(extras.telemetry ? { telemetry: extras.telemetry } : {}),
   };
 }

@@ -22,6 +22,7 @@ import {
 import { createCdpTokens } from './cdp-token.js';
 import { launchSpecOf } from './launch-spec.js';
 import { profileArchiveUrl } from './profile-archive.js';
+import { telemetrySpecOf } from './telemetry-door.js';
 import { applyTelemetry } from './telemetry.js';
 import { claimSpare, spareKeyOf, type ClaimedSpare, type Spares } from './spare-store.js';
 
@@ -87,6 +88,7 @@ async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInp
   const id = newId('bs');
   // Minted before the row exists, so a failure here leaves no session holding a slot.
   const archiveUrl = input.profile === undefined ? undefined : await profileArchiveUrl(deps, createCdpTokens(deps), id);
+  const telemetry = await telemetrySpecOf(deps, createCdpTokens(deps), id, applyTelemetry(null, input.telemetry));
   try {
     return await inTransaction(deps.db, async (tx) => {
       const project = await shareLockLiveProject(tx, scope.orgId, scope.projectId);
@@ -137,7 +139,7 @@ async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInp
         now,
       });
       const row = (await findSession(tx, scope, id))!;
-      const spec = launchSpecOf(id, scope, row, { proxy: proxy?.endpoint, archiveUrl, saveProfile: row.profile_save_changes, labels: { ...row.tags } });
+      const spec = launchSpecOf(id, scope, row, { proxy: proxy?.endpoint, archiveUrl, saveProfile: row.profile_save_changes, labels: { ...row.tags }, telemetry });
       return { row, spec };
     });
   } catch (error) {
@@ -260,9 +262,11 @@ async function handOverSpare(deps: AppDeps, row: SessionRow, spare: ClaimedSpare
   try {
     const viewport = { width: row.viewport_width, height: row.viewport_height, refresh_rate: row.viewport_refresh_rate };
     const resize = viewport.width !== spare.launchedViewport.width || viewport.height !== spare.launchedViewport.height || viewport.refresh_rate !== spare.launchedViewport.refresh_rate;
-    if (proxy || resize) {
+    const telemetry = await telemetrySpecOf(deps, createCdpTokens(deps), row.id, row.telemetry);
+    if (proxy || resize || telemetry) {
       await deps.runtime.applySettings(row.id, {
         ...(proxy ? { proxy } : {}),
+        ...(telemetry ? { telemetry } : {}),
         ...(resize ? { viewport: { width: viewport.width, height: viewport.height, refreshRate: viewport.refresh_rate } } : {}),
       });
     }

@@ -1,18 +1,8 @@
 import { z } from 'zod';
+import { TELEMETRY_CATEGORIES, type TelemetryCategory as Category } from '../../../../contract/telemetry.js';
 
-/** Telemetry categories (CONTRACT §1.2) and how a request changes the stored config. */
-export const TELEMETRY_CATEGORIES = [
-  'captcha',
-  'connection',
-  'console',
-  'control',
-  'interaction',
-  'network',
-  'page',
-  'screenshot',
-  'system',
-] as const;
-type Category = (typeof TELEMETRY_CATEGORIES)[number];
+/** Telemetry categories (CONTRACT §1.2, contract/telemetry.ts) and how a request changes the stored config. */
+export { TELEMETRY_CATEGORIES };
 const ON_BY_DEFAULT: readonly Category[] = ['control', 'connection', 'system', 'captcha'];
 
 export type TelemetryConfig = { browser: Record<Category, { enabled: boolean }> };
@@ -56,4 +46,10 @@ export function applyTelemetry(current: TelemetryConfig | null, request: Telemet
     if (given !== undefined) base[c] = { enabled: given };
   }
   return Object.values(base).some((c) => c.enabled) ? { browser: base } : null;
+}
+
+/** The categories a config captures (none for null). */
+export function enabledCategories(config: TelemetryConfig | null): Category[] {
+  if (!config) return [];
+  return TELEMETRY_CATEGORIES.filter((c) => config.browser[c]?.enabled === true);
 }

@@ -9,6 +9,8 @@ import { DEFAULT_VIEWPORT, type UpdateBrowserInput } from './schema.js';
 import { getSession, resolveProxy, sessionConflict } from './service.js';
 import { findSession, updateSession, type Scope, type SessionChange, type SessionRow } from './store.js';
 import { applyTelemetry } from './telemetry.js';
+import { createCdpTokens } from './cdp-token.js';
+import { telemetrySpecOf } from './telemetry-door.js';
 
 /**
  * PATCH /browsers/{id_or_name}. Absent fields stay as they are. name "" or null clears it;
@@ -51,7 +53,13 @@ async function storeSettings(deps: AppDeps, scope: Scope, idOrName: string, inpu
           live.proxy = proxy.endpoint;
         }
       }
-      if (input.telemetry !== undefined) change.telemetry = applyTelemetry(row.telemetry, input.telemetry);
+      if (input.telemetry !== undefined) {
+        change.telemetry = applyTelemetry(row.telemetry, input.telemetry);
+        // Switching everything off is sent too (as no categories), so the agent stops capturing.
+        if (JSON.stringify(change.telemetry) !== JSON.stringify(row.telemetry) && row.phase === 'running') {
+          live.telemetry = await telemetrySpecOf(deps, createCdpTokens(deps), row.id, change.telemetry, { evenIfNone: true });
+        }
+      }
       if (input.viewport !== undefined) {
         if (input.viewport.force !== true) await refuseResizeWhileWatched(row, deps.agentTokens);
         change.viewport = {
@@ -67,7 +75,7 @@ async function storeSettings(deps: AppDeps, scope: Scope, idOrName: string, inpu
         if (attached.live) live.profile = attached.live;
       }
       await updateSession(tx, row.id, change);
-      if (live.proxy !== undefined || live.viewport !== undefined || live.profile !== undefined) await applyLive(deps, row, live);
+      if (live.proxy !== undefined || live.viewport !== undefined || live.profile !== undefined || live.telemetry !== undefined) await applyLive(deps, row, live);
       return (await findSession(tx, scope, row.id))!;
     });
   } catch (error) {

@@ -1,0 +1,3 @@
+/** Browser telemetry's facade. */
+export { browserTelemetryModule } from './module.js';
+export { appendEvents, telemetryChannel } from './service.js';
