@@ -6,6 +6,7 @@ import { authConnectionsModule } from './auth-connections/module.js';
 import { countProjectApiKeys } from './api-keys/service.js';
 import { browserPoolsModule } from './browser-pools/module.js';
 import { browsersModule } from './browsers/module.js';
+import { credentialProvidersModule } from './credential-providers/module.js';
 import { credentialsModule } from './credentials/module.js';
 import { invocationsModule } from './invocations/module.js';
 import { profilesModule } from './profiles/module.js';
@@ -27,6 +28,7 @@ export const apiModules: ApiModule[] = [
   browserPoolsModule,
   authConnectionsModule,
   appsModule,
+  credentialProvidersModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);
