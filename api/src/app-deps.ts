@@ -7,6 +7,7 @@ import type { EventHub } from './events/hub.js';
 import type { AuthCache } from './modules/api-keys/auth-cache.js';
 import type { AppsSettings } from './modules/apps/settings.js';
 import type { TelemetrySettings } from './config-telemetry.js';
+import type { CredentialProviderSettings } from './config-credential-providers.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
 import type { ReplayStore } from './ports/replay-store.js';
@@ -52,6 +53,8 @@ export interface AppSettings {
   sseHeartbeatMs?: number | undefined;
   /** The app runtime (deployments, builds): its data dir and bounds; unset, deployments answer 503. */
   apps?: AppsSettings | undefined;
+  /** External credential providers (1Password Connect): default server, call bounds, per-org cap; absent fields take their defaults. */
+  credentialProviders?: CredentialProviderSettings | undefined;
   /** How long a sync POST /invocations waits for a run (default SYNC_WAIT_MS, 50 s; tests shorten it). */
   invocationSyncWaitMs?: number | undefined;
   /** Session recordings' retention and bounds (config-replays.ts); unset, DEFAULT_REPLAY_SETTINGS. */

@@ -11,6 +11,7 @@ import { parseAllowedNetworks } from '../../contract/egress.js';
 import type { AppDeps, AppSettings } from './app-deps.js';
 import { systemClock, type Clock } from './clock.js';
 import { databaseTimeouts, type Config } from './config.js';
+import { credentialProviderSettingsOf } from './config-credential-providers.js';
 import { createSealer } from './crypto/sealer.js';
 import { agentTokensFrom } from '../../contract/agent-client.js';
 import type { Db } from './db/pool.js';
@@ -82,6 +83,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       spares: { max: config.BROWSERPLANE_SPARE_BROWSERS, learnMinutes: config.BROWSERPLANE_SPARE_LEARN_MINUTES },
       auditLog: { retentionDays: config.BROWSERPLANE_AUDIT_LOG_RETENTION_DAYS, queueMax: config.BROWSERPLANE_AUDIT_LOG_QUEUE_MAX },
       telemetry: telemetrySettingsOf(config),
+      credentialProviders: credentialProviderSettingsOf(config),
       // Kubernetes mode builds and runs apps in Jobs of the runner image, none without one;
       // API replicas there never run an in-process build queue.
       apps: !parts.kubernetes

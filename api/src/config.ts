@@ -5,6 +5,7 @@ import { appJobFields } from './config-app-jobs.js';
 import { replayFields } from './config-replays.js';
 import { auditLogFields } from './config-audit-logs.js';
 import { telemetryFields } from './config-telemetry.js';
+import { credentialProviderFields } from './config-credential-providers.js';
 import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/pool.js';
 import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
 
@@ -186,6 +187,7 @@ export const configSchema = z.object({
   ...replayFields,
   ...auditLogFields,
   ...telemetryFields,
+  ...credentialProviderFields,
   BROWSERPLANE_SESSION_UID_BASE: z.coerce
     .number()
     .int()

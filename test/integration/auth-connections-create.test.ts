@@ -219,12 +219,12 @@ describe('auth connections (no browser)', () => {
       expect(await profileNames(client)).toEqual([]);
     });
 
-    it('refuses an external credential provider with 400 credential_provider_unsupported, and writes nothing', async () => {
+    it('refuses a credential provider the org has not configured with 404, and writes nothing', async () => {
       const { http: client } = await inNewProject();
       for (const credential of [{ provider: 'onepassword', path: 'Vault/Item' }, { provider: 'onepassword', auto: true }]) {
         const res = await client.post('/auth/connections', { domain: 'example.com', profile_name: 'p', credential });
-        expectError(res, 400, 'credential_provider_unsupported');
-        expect(errorFields(res)).toEqual(['body.credential.provider']);
+        expectError(res, 404, 'not_found');
+        expect(res.body.message).toContain('Credential provider');
       }
       expect(await all(client)).toEqual([]);
       expect(await profileNames(client)).toEqual([]);

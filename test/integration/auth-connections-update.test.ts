@@ -140,11 +140,11 @@ describe('auth connections (no browser)', () => {
       expect(await jobOf(original.id)).toEqual(job);
     });
 
-    it('refuses an unknown credential (404), a provider (400) and an unknown proxy (404/400) on update, changing nothing', async () => {
+    it('refuses an unknown credential (404), an unknown provider (404) and an unknown proxy (404/400) on update, changing nothing', async () => {
       const original = await create(api, { domain: 'example.com', profile_name: unique('bad-refs') });
       const attempts: Array<[Record<string, unknown>, number, string]> = [
         [{ credential: { name: 'nobody' }, auto_reauth: false }, 404, 'not_found'],
-        [{ credential: { provider: 'vault', auto: true }, auto_reauth: false }, 400, 'credential_provider_unsupported'],
+        [{ credential: { provider: 'vault', auto: true }, auto_reauth: false }, 404, 'not_found'],
         [{ proxy: { id: 'proxy_nosuchproxy' }, auto_reauth: false }, 404, 'not_found'],
         [{ proxy: { name: 'nobody' }, auto_reauth: false }, 400, 'invalid_proxy'],
       ];

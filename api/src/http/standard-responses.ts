@@ -13,6 +13,7 @@ const DESCRIPTIONS: Record<number, string> = {
   415: 'Unsupported content type',
   429: 'A limit was reached',
   500: 'Internal error, with a request id',
+  502: 'A server this one depends on (e.g. a credential provider) failed',
   507: 'Insufficient storage on the host',
   503: 'Unavailable (not ready, or the database is unreachable): retry after Retry-After',
 };

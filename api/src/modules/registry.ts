@@ -9,6 +9,7 @@ import { browserPoolsModule } from './browser-pools/module.js';
 import { browsersModule } from './browsers/module.js';
 import { logsRoutes } from './browsers/logs-routes.js';
 import { browserTelemetryModule } from './browser-telemetry/module.js';
+import { credentialProvidersModule } from './credential-providers/module.js';
 import { credentialsModule } from './credentials/module.js';
 import { invocationsModule } from './invocations/module.js';
 import { profilesModule } from './profiles/module.js';
@@ -35,6 +36,7 @@ export const apiModules: ApiModule[] = [
   replaysModule,
   auditLogsModule,
   browserTelemetryModule,
+  credentialProvidersModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

@@ -19,8 +19,10 @@ type Judged = { can: boolean; reason: CanReauthReason };
  * by SMS or e-mail cannot; one that needed an authenticator code can only with a secret.
  */
 export function judgeReauth(
-  row: Pick<ConnectionRow, 'credential_id' | 'credential_value_keys' | 'credential_has_totp' | 'login_requirements'>,
+  row: Pick<ConnectionRow, 'credential_id' | 'credential_value_keys' | 'credential_has_totp' | 'login_requirements'> & Partial<Pick<ConnectionRow, 'credential'>>,
 ): Judged {
+  // A provider's item is read at login time: what it holds is not known here.
+  if (row.credential?.provider !== undefined) return { can: true, reason: 'external_credential' };
   const keys = row.credential_value_keys;
   if (row.credential_id === null || keys === null) return { can: false, reason: 'no_credential' };
   const needs = row.login_requirements;

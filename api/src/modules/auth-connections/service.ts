@@ -9,6 +9,7 @@ import { scheduleJob, unscheduleJob } from '../../jobs/queue.js';
 import type { Actor, ProjectScope } from '../../scope.js';
 import { createCdpTokens } from '../browsers/cdp-token.js';
 import { publicWsBase } from '../browsers/present.js';
+import { getProvider } from '../credential-providers/index.js';
 import { findCredential } from '../credentials/store.js';
 import { findLiveProfileById, findProfile, insertProfile } from '../profiles/store.js';
 import { shareLockLiveProject } from '../projects/store.js';
@@ -100,12 +101,15 @@ export async function resolveProxyRef(db: Queryable, scope: ProjectScope, ref: {
   return rows[0]!;
 }
 
-/** A credential ref, resolved to the credential's id; external providers are not configured here. */
-async function resolveCredentialRef(db: Queryable, scope: ProjectScope, ref: CredentialRef): Promise<string> {
+/**
+ * A credential ref, resolved to the stored credential's id; a provider ref (an org's
+ * external credential provider, by name or id) resolves to null: its item is looked up at
+ * login time and nothing of it is stored.
+ */
+async function resolveCredentialRef(db: Queryable, scope: ProjectScope, ref: CredentialRef): Promise<string | null> {
   if (ref.provider !== undefined) {
-    throw badRequest('credential_provider_unsupported', 'External credential providers are not available on this service; store the credential with POST /credentials and refer to it by name', [
-      { code: 'unsupported', message: 'external credential providers are not available', field: 'body.credential.provider' },
-    ]);
+    await getProvider(db, scope, ref.provider);
+    return null;
   }
   const row = await findCredential(db, scope, ref.name!);
   if (!row) throw notFound('Credential', ref.name!);

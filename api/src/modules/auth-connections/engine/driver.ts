@@ -2,8 +2,7 @@ import type { Browser, Page } from 'playwright-core';
 import type { AppDeps } from '../../../app-deps.js';
 import { AppError } from '../../../http/errors.js';
 import type { SessionRow } from '../../browsers/store.js';
-import { changeCredential, createCredential, openCredentialSecrets } from '../../credentials/service.js';
-import { totpOptionsOf } from '../../credentials/store.js';
+import { changeCredential, createCredential } from '../../credentials/service.js';
 import { totpCodeAt } from '../../credentials/totp.js';
 import { findFlow, takePendingInput, updateRunningFlow } from '../flow-store.js';
 import type { ConnectionRow, FlowView, LoginRequirements } from '../rows.js';
@@ -14,6 +13,7 @@ import { findConnectionById, scopeOfConnection, updateConnection } from '../stor
 import { connect, firstPage, NAVIGATION_TIMEOUT_MS } from './flow-browser.js';
 import { clickTarget, fillField, readLoginPage, submitStep, waitForSettled } from './page-model.js';
 import type { LoginPageReading } from './page-types.js';
+import { loginSecrets, SecretsUnavailable } from './secrets.js';
 import { addRequirements, autoStep, GENERATED_TOTP, navigationAllowed, valuesToSave, viewOf, type PlannedStep, type Secrets } from './plan.js';
 
 /** A login that needs more pages than this is going in circles. */
@@ -75,11 +75,14 @@ export class FlowDriver {
     }
   }
 
+  /** The stored credential's or the provider's values; a provider that fails ends the flow with its reason. */
   private async secrets(row: ConnectionRow): Promise<Secrets | undefined> {
-    if (!row.credential_id) return undefined;
-    const opened = await openCredentialSecrets(this.deps, scopeOfConnection(row), row.credential_id);
-    if (!opened) return undefined;
-    return { values: opened.values, totpSecret: opened.totpSecret, totpOptions: totpOptionsOf(opened.row), ssoProvider: opened.row.sso_provider };
+    try {
+      return await loginSecrets(this.deps, row);
+    } catch (error) {
+      if (error instanceof SecretsUnavailable) throw new FlowStopped({ status: 'FAILED', code: error.code, message: error.message });
+      throw error;
+    }
   }
 
   async run(): Promise<Outcome> {
@@ -233,10 +236,12 @@ export class FlowDriver {
 
   /**
    * save_credentials: what the person typed (identifiers, passwords; never one-time codes)
-   * goes into the connection's credential, or a new one named after the profile and domain.
+   * goes into the connection's credential, or a new one named after the profile and domain;
+   * never when the connection names a provider's item.
    */
   async saveCredentials(row: ConnectionRow): Promise<void> {
-    if (!row.save_credentials || Object.keys(this.typed).length === 0) return;
+    // A provider's credential stays in the provider: nothing of a login that used it is stored.
+    if (!row.save_credentials || row.credential?.provider !== undefined || Object.keys(this.typed).length === 0) return;
     const scope = scopeOfConnection(row);
     if (row.credential_id) {
       await changeCredential(this.deps, scope, row.credential_id, { values: this.typed });
