@@ -14,7 +14,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { AppsV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, type V1Pod } from '@kubernetes/client-node';
-import Kernel from '@onkernel/sdk';
+import Kernel, { toFile } from '@onkernel/sdk';
+import yazl from 'yazl';
 import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BROWSER_ID_LABEL, labelValue } from '../../operator/src/k8s/browser-pod.js';
@@ -220,6 +221,55 @@ describe('helm install of charts/browserplane on a real node', () => {
     // A replacement is warmed.
     await eventually(async () => (await spareGauge()) === 2, { timeoutMs: 240_000, intervalMs: 1000, what: 'the spare to be replaced', retryErrors: true });
   }, 600_000);
+
+  it('in a browser pod through the API Service: an uploaded extension marks pages, a replay records an MP4, telemetry sees console.log, and supervisor logs show Chromium', async () => {
+    // A small MV3 extension whose content script marks every page.
+    const zip = new yazl.ZipFile();
+    zip.addBuffer(Buffer.from(JSON.stringify({ manifest_version: 3, name: 'pod marker', version: '1.0', content_scripts: [{ matches: ['<all_urls>'], js: ['mark.js'], run_at: 'document_start' }] })), 'manifest.json');
+    zip.addBuffer(Buffer.from("document.documentElement.dataset.ext = 'loaded';"), 'mark.js');
+    zip.end();
+    const chunks: Buffer[] = [];
+    for await (const chunk of zip.outputStream as AsyncIterable<Buffer>) chunks.push(chunk);
+    const zipBytes = Buffer.concat(chunks);
+    const uploaded = await kernel.extensions.upload({ file: await toFile(zipBytes, 'marker.zip'), name: 'pod-marker' });
+    expect(uploaded.name).toBe('pod-marker');
+
+    const created = await kernel.browsers.create({ headless: true, extensions: [{ name: 'pod-marker' }], telemetry: { enabled: true, browser: { console: { enabled: true } } } });
+    const id = created.session_id;
+    try {
+      const replay = await kernel.browsers.replays.start(id, { framerate: 5, max_duration_in_seconds: 60 });
+      const marked = await kernel.browsers.playwright.execute(id, {
+        code: "await page.goto('data:text/html,<title>x</title>'); await page.setContent('<body style=\"background:#c00\"><script>console.log(\"from a pod page\")</script></body>'); await page.waitForTimeout(1500); await page.goto('about:blank'); return await page.evaluate(() => document.documentElement.dataset.ext ?? 'none');",
+      });
+      expect(marked, marked.error).toMatchObject({ success: true });
+
+      await kernel.browsers.replays.stop(replay.replay_id, { id });
+      const video = await eventually(
+        async () => {
+          const response = await kernel.browsers.replays.download(replay.replay_id, { id }).catch(() => undefined);
+          return response?.ok ? Buffer.from(await response.arrayBuffer()) : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 500, what: 'the replay to be stored' },
+      );
+      expect(video.subarray(4, 8).toString()).toBe('ftyp');
+      expect((await kernel.browsers.replays.list(id)).map((r) => r.replay_id)).toContain(replay.replay_id);
+
+      const consoleSeen = await eventually(
+        async () => {
+          const page = await kernel.browsers.telemetry.events(id, { category: ['console'] });
+          return page.getPaginatedItems().find((e) => JSON.stringify(e.event).includes('from a pod page'));
+        },
+        { timeoutMs: 30_000, intervalMs: 500, what: 'the console event in telemetry' },
+      );
+      expect(consoleSeen.event.category).toBe('console');
+
+      const lines: string[] = [];
+      for await (const event of await kernel.browsers.logs.stream(id, { source: 'supervisor', follow: false })) lines.push(event.message);
+      expect(lines.length).toBeGreaterThan(0);
+    } finally {
+      await kernel.browsers.deleteByID(id);
+    }
+  }, 300_000);
 
   it('replaces a browser whose container is killed', async () => {
     const [victim] = await browserPodsOfPool(apiPoolId);
