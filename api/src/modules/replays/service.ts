@@ -20,8 +20,8 @@ import { countRecording, findSessionReplay, insertReplay, listSessionReplays, ma
 /** A start, and the agent's answer to a stop, which waits for the upload. */
 const AGENT_START_TIMEOUT_MS = 30_000;
 const AGENT_STOP_TIMEOUT_MS = 150_000;
-/** The agent's answers that pass with their status: the browser is busy or not ready. */
-const PASSED = new Set([409, 429, 503]);
+/** The agent's answers that pass with their status: the recording is unknown there, the browser is busy or not ready. */
+const PASSED = new Set([404, 409, 429, 503]);
 
 export const settingsOf = (deps: Pick<AppDeps, 'settings'>): ReplaySettings => deps.settings.replays ?? DEFAULT_REPLAY_SETTINGS;
 
@@ -90,7 +90,13 @@ export async function stopReplay(deps: AppDeps, scope: ProjectScope, idOrName: s
   if (session.deleted_at !== null || !session.agent_url) {
     throw new AppError(409, 'replay_ending', 'The browser session has ended; its recording is being finished', { shouldRetry: false });
   }
-  const answer = agentReplayStoppedSchema.parse(await callAgent(deps, session, `/replays/${encodeURIComponent(row.id)}/stop`, undefined, AGENT_STOP_TIMEOUT_MS));
+  const answer = agentReplayStoppedSchema.parse(
+    await callAgent(deps, session, `/replays/${encodeURIComponent(row.id)}/stop`, undefined, AGENT_STOP_TIMEOUT_MS).catch((error: unknown) => {
+      // The browser does not know it (its agent was replaced): no video will ever come.
+      if (error instanceof AppError && error.code === 'replay_not_found') return { replay_id: row.id, status: 'failed', message: error.message };
+      throw error;
+    }),
+  );
   // The side door recorded the outcome already; a failure the agent could not report is recorded here.
   if (answer.status === 'failed') await markEnded(deps.db, row.id, { status: 'failed', at: deps.clock.now(), failure: answer.message ?? 'the recording failed' });
 }
