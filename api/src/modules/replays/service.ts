@@ -90,15 +90,20 @@ export async function stopReplay(deps: AppDeps, scope: ProjectScope, idOrName: s
   if (session.deleted_at !== null || !session.agent_url) {
     throw new AppError(409, 'replay_ending', 'The browser session has ended; its recording is being finished', { shouldRetry: false });
   }
+  await finishOnAgent(deps, session, row.id);
+}
+
+/** Asks the browser to finish the recording and hand its video over; records a failure it reports. */
+export async function finishOnAgent(deps: AppDeps, session: { id: string; agent_url: string | null }, replayId: string, timeoutMs = AGENT_STOP_TIMEOUT_MS): Promise<void> {
   const answer = agentReplayStoppedSchema.parse(
-    await callAgent(deps, session, `/replays/${encodeURIComponent(row.id)}/stop`, undefined, AGENT_STOP_TIMEOUT_MS).catch((error: unknown) => {
+    await callAgent(deps, session, `/replays/${encodeURIComponent(replayId)}/stop`, undefined, timeoutMs).catch((error: unknown) => {
       // The browser does not know it (its agent was replaced): no video will ever come.
-      if (error instanceof AppError && error.code === 'replay_not_found') return { replay_id: row.id, status: 'failed', message: error.message };
+      if (error instanceof AppError && error.code === 'replay_not_found') return { replay_id: replayId, status: 'failed', message: error.message };
       throw error;
     }),
   );
   // The side door recorded the outcome already; a failure the agent could not report is recorded here.
-  if (answer.status === 'failed') await markEnded(deps.db, row.id, { status: 'failed', at: deps.clock.now(), failure: answer.message ?? 'the recording failed' });
+  if (answer.status === 'failed') await markEnded(deps.db, replayId, { status: 'failed', at: deps.clock.now(), failure: answer.message ?? 'the recording failed' });
 }
 
 export async function listReplays(deps: AppDeps, scope: ProjectScope, idOrName: string): Promise<ReplayRow[]> {
