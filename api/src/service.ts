@@ -19,6 +19,7 @@ import { stopBuilds } from './modules/apps/module.js';
 import { failInterruptedRuns, stopAllRuns } from './modules/invocations/index.js';
 import { createAppServices, startBackground } from './app-services.js';
 import { closeProfileWriters, liveProfileWriters } from './modules/browsers/profile-archive-stop.js';
+import { finishLiveRecordings } from './modules/replays/index.js';
 import { KubeConfig } from '@kubernetes/client-node';
 import { createLocalRuntime } from './runtime/local-runtime.js';
 import { createCustomResourceRuntime } from './runtime/custom-resource-runtime.js';
@@ -117,6 +118,8 @@ export async function startService(config: Config, log: Logger): Promise<Running
         // Likewise the build in progress: its deployment fails with the shutdown as its reason.
         const buildsStopped = stopBuilds(deps);
         await background.stopReaper();
+        // Recordings and profiles reach this server by HTTP: both are handed over before it stops listening.
+        if (!browsers.kubernetes) await finishLiveRecordings(deps);
         await closeProfileWriters(deps, writers);
         await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
         await poolsAndFlowsStopped;

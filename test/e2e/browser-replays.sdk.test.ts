@@ -84,3 +84,23 @@ describe('browsers.replays through the SDK', () => {
     }
   });
 });
+
+describe('replays across a service stop', () => {
+  it('finishes a running recording before the service stops listening; the next start serves it', { timeout: 180_000 }, async () => {
+    const first = await startService();
+    const client = first.client();
+    const session = await client.browsers.create({ headless: true, timeout_seconds: 300, viewport: { width: 640, height: 480 } });
+    const { replay_id } = await client.browsers.replays.start(session.session_id, { framerate: 5 });
+    await sleep(1000);
+    expect(await first.stop('SIGTERM')).toEqual({ code: 0, signal: null });
+
+    const next = await startService({ dataDir: first.dataDir });
+    const again = next.client(first.adminKey);
+    const [item] = await again.browsers.replays.list(session.session_id);
+    expect(item).toMatchObject({ replay_id });
+    expect(item!.finished_at).toBeTruthy();
+    const response = await again.browsers.replays.download(replay_id, { id: session.session_id });
+    expect(await probe(Buffer.from(await response.arrayBuffer()))).toMatchObject({ codec: 'h264', width: 640, height: 480 });
+  });
+});
+

@@ -3,6 +3,7 @@ import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
 import { createCdpTokens } from '../../api/src/modules/browsers/cdp-token.js';
+import { insertReplay } from '../../api/src/modules/replays/store.js';
 import { OVERDUE_GRACE_MS, sweepReplays } from '../../api/src/modules/replays/sweep.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -113,6 +114,27 @@ describe('replays', () => {
     expect((await put(id, (await tokens.issue(id, 'replay')).token)).status).toBe(404);
     const download = await calls.download(id);
     expect(download.bytes.subarray(4, 8).toString('latin1')).toBe('ftyp');
+  });
+
+  it('ends as failed a recording its browser does not know (its agent was replaced), on stop', async () => {
+    const { calls } = await newSession({ headless: true });
+    const row = (await app.deps.db.query<{ org_id: string; project_id: string }>('SELECT org_id, project_id FROM browser_sessions WHERE id = $1', [calls.sessionId])).rows[0]!;
+    const now = new Date();
+    await insertReplay(app.deps.db, {
+      id: 'rpl_unknown_to_agent',
+      session_id: calls.sessionId,
+      org_id: row.org_id,
+      project_id: row.project_id,
+      framerate: 10,
+      max_duration_s: 60,
+      started_at: now,
+      // As the service sets it (7 days): the retention test below counts on it.
+      expires_at: new Date(now.getTime() + 7 * 86_400_000),
+    });
+    expect((await calls.stop('rpl_unknown_to_agent')).status).toBe(204);
+    const download = await calls.download('rpl_unknown_to_agent');
+    expect(download.status).toBe(409);
+    expect((download.json as { code: string }).code).toBe('replay_failed');
   });
 
   it('fails a recording whose browser never reported, and deletes videos once retention passed', { timeout: 90_000 }, async () => {

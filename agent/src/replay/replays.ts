@@ -74,9 +74,16 @@ export class ReplayTable {
     return this.ended.get(replayId) ?? (entry ? this.endEntry(replayId, entry, 'stop requested', deadline) : undefined);
   }
 
-  /** The session ends: every recording is finished and uploaded before `deadline` (ms since the epoch). */
+  /**
+   * The session ends: every recording is finished and uploaded before `deadline` (ms since
+   * the epoch). The shutdown goes on at the deadline even if ffmpeg has not finished: the
+   * runtime ends the agent's processes soon after anyway.
+   */
   async stopAll(deadline: number): Promise<void> {
-    await Promise.all([...this.entries.keys()].map((id) => this.stop(id, deadline) ?? Promise.resolve()));
+    let timer: NodeJS.Timeout | undefined;
+    const all = Promise.all([...this.entries.keys()].map((id) => this.stop(id, deadline) ?? Promise.resolve()));
+    await Promise.race([all, new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, deadline - Date.now()))))]);
+    clearTimeout(timer);
   }
 
   private end(request: AgentReplayStart, why: string): void {

@@ -20,8 +20,8 @@ import { countRecording, findSessionReplay, insertReplay, listSessionReplays, ma
 /** A start, and the agent's answer to a stop, which waits for the upload. */
 const AGENT_START_TIMEOUT_MS = 30_000;
 const AGENT_STOP_TIMEOUT_MS = 150_000;
-/** The agent's answers that pass with their status: the browser is busy or not ready. */
-const PASSED = new Set([409, 429, 503]);
+/** The agent's answers that pass with their status: the recording is unknown there, the browser is busy or not ready. */
+const PASSED = new Set([404, 409, 429, 503]);
 
 export const settingsOf = (deps: Pick<AppDeps, 'settings'>): ReplaySettings => deps.settings.replays ?? DEFAULT_REPLAY_SETTINGS;
 
@@ -90,9 +90,20 @@ export async function stopReplay(deps: AppDeps, scope: ProjectScope, idOrName: s
   if (session.deleted_at !== null || !session.agent_url) {
     throw new AppError(409, 'replay_ending', 'The browser session has ended; its recording is being finished', { shouldRetry: false });
   }
-  const answer = agentReplayStoppedSchema.parse(await callAgent(deps, session, `/replays/${encodeURIComponent(row.id)}/stop`, undefined, AGENT_STOP_TIMEOUT_MS));
+  await finishOnAgent(deps, session, row.id);
+}
+
+/** Asks the browser to finish the recording and hand its video over; records a failure it reports. */
+export async function finishOnAgent(deps: AppDeps, session: { id: string; agent_url: string | null }, replayId: string, timeoutMs = AGENT_STOP_TIMEOUT_MS): Promise<void> {
+  const answer = agentReplayStoppedSchema.parse(
+    await callAgent(deps, session, `/replays/${encodeURIComponent(replayId)}/stop`, undefined, timeoutMs).catch((error: unknown) => {
+      // The browser does not know it (its agent was replaced): no video will ever come.
+      if (error instanceof AppError && error.code === 'replay_not_found') return { replay_id: replayId, status: 'failed', message: error.message };
+      throw error;
+    }),
+  );
   // The side door recorded the outcome already; a failure the agent could not report is recorded here.
-  if (answer.status === 'failed') await markEnded(deps.db, row.id, { status: 'failed', at: deps.clock.now(), failure: answer.message ?? 'the recording failed' });
+  if (answer.status === 'failed') await markEnded(deps.db, replayId, { status: 'failed', at: deps.clock.now(), failure: answer.message ?? 'the recording failed' });
 }
 
 export async function listReplays(deps: AppDeps, scope: ProjectScope, idOrName: string): Promise<ReplayRow[]> {
