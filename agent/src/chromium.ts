@@ -11,7 +11,7 @@ import type { XDisplay } from './display.js';
 import { innerPid, killWrapped, wrappedExit } from './isolation.js';
 import { killProcessGroup, waitForProcessGroupExit } from '../../lib/process-group.js';
 import type { WorkDir } from './work-dir.js';
-import { supervisorLogs } from './logs/supervisor.js';
+import { superviseProcess } from './logs/supervisor.js';
 
 /**
  * Debian's /usr/bin/chromium is a shell wrapper that adds extension and GPU flags and
@@ -141,9 +141,7 @@ export async function launchChromium(options: LaunchOptions): Promise<RunningChr
   });
   options.onSpawn?.();
   log.debug({ chromium_pid: child.pid, args }, 'chromium spawned');
-  // Its stderr is the session's "chromium" log (GET /logs/stream?source=supervisor).
-  child.stderr!.on('data', (chunk: Buffer | string) => supervisorLogs.feed('chromium', chunk));
-  child.once('close', () => supervisorLogs.ended('chromium'));
+  superviseProcess('chromium', child);
   const exited = new Promise<ChromiumExit>((resolve) =>
     // Wrapped: on close, once the wrapper's last words (stderr) are read.
     options.wrap ? child.once('close', (code, signal) => resolve(wrappedExit(code, signal))) : child.once('exit', (code, signal) => resolve({ code, signal })),

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, chown, mkdir, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { supervisorLogs } from './logs/supervisor.js';
+import { superviseProcess } from './logs/supervisor.js';
 import type { SystemUser } from '../../lib/system-user.js';
 import { isProcessAlive, killProcessGroup, signalProcessGroup, waitForProcessGroupExit } from '../../lib/process-group.js';
 
@@ -62,12 +62,9 @@ export async function startDisplay(options: {
     ...(user ? { uid: user.uid, gid: user.gid } : {}),
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
   });
+  superviseProcess('xvfb', child);
   let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr = (stderr + chunk).slice(-2000);
-    supervisorLogs.feed('xvfb', chunk);
-  });
-  child.once('close', () => supervisorLogs.ended('xvfb'));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-2000)));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const number = await new Promise<number>((resolve, reject) => {
     let out = '';

@@ -118,8 +118,9 @@ describe('source=supervisor', () => {
     expect(kernelName.some((line) => line.includes('browser ready'))).toBe(true);
   });
 
-  it("sends Chromium's own output", async () => {
+  it("sends Chromium's own output, after the agent's line on its start", async () => {
     const lines = await readLogs(client, fs.id, { source: 'supervisor', supervisor_process: 'chromium' });
+    expect(lines[0]).toMatch(/^spawned: 'chromium' with pid \d+$/);
     // Chromium's own line format: [pid:tid:MMDD/HHMMSS.micros:LEVEL:file(line)] (dbus complaints here, where there is no bus).
     expect(lines.some((line) => /^\[\d+:\d+:\d{4}\/\d{6}\.\d+:(ERROR|WARNING|INFO|VERBOSE\d?):/.test(line))).toBe(true);
   });
@@ -145,6 +146,22 @@ describe('source=supervisor', () => {
       expect(sse.frames[n - 1]!.data.process).toBe('agent');
     } finally {
       sse.abort();
+    }
+  });
+});
+
+describe('source=supervisor on a headful browser', () => {
+  it("sends the display's start; x11vnc has no line until a live view starts it", async () => {
+    const res = await client.post('/browsers', { headless: false });
+    expect(res.status).toBe(200);
+    const headful = res.body.session_id as string;
+    try {
+      // Then whatever Xvfb says itself (often nothing; a display number it tried that was taken).
+      const xvfb = await readLogs(client, headful, { source: 'supervisor', supervisor_process: 'xvfb' });
+      expect(xvfb[0]).toMatch(/^spawned: 'xvfb' with pid \d+$/);
+      expect(await readLogs(client, headful, { source: 'supervisor', supervisor_process: 'x11vnc' })).toEqual([]);
+    } finally {
+      await client.delete(`/browsers/${headful}`);
     }
   });
 });

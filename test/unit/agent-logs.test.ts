@@ -78,6 +78,13 @@ describe('SupervisorLogs', () => {
     expect(messages(supervisor, 'chromium')).toEqual(['last words']);
   });
 
+  it("puts the agent's notes among a process's lines, after what it had written whole", () => {
+    const supervisor = logs();
+    supervisor.feed('chromium', 'own line\n');
+    supervisor.note('chromium', 'exited: chromium (exit status 0)');
+    expect(messages(supervisor, 'chromium')).toEqual(['own line', 'exited: chromium (exit status 0)']);
+  });
+
   it('tells subscribers every new line until they unsubscribe', () => {
     const supervisor = logs();
     const seen: string[] = [];

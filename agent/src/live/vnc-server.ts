@@ -3,7 +3,7 @@ import { rm, stat } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { supervisorLogs } from '../logs/supervisor.js';
+import { superviseProcess } from '../logs/supervisor.js';
 import type { XDisplay } from '../display.js';
 import { killProcessGroup, signalProcessGroup, waitForProcessGroupExit } from '../../../lib/process-group.js';
 
@@ -88,12 +88,9 @@ async function startVncServer(display: XDisplay, log: Logger, onExit: () => void
     ...(process.getuid?.() === 0 ? { uid: owner.uid, gid: owner.gid } : {}),
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: home, ...display.env },
   });
+  superviseProcess('x11vnc', child);
   let stderr = '';
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
-    stderr = (stderr + chunk).slice(-2000);
-    supervisorLogs.feed('x11vnc', chunk);
-  });
-  child.once('close', () => supervisorLogs.ended('x11vnc'));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr = (stderr + chunk).slice(-2000)));
   let running = true;
   const exited = new Promise<void>((resolve) =>
     child.once('exit', (code, signal) => {

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import type { LogFrame, SupervisorProcess } from '../../../contract/agent-logs.js';
 import { LOG_LIMIT_DEFAULTS, type LogLimits } from './limits.js';
 import { LineSplitter } from './lines.js';
@@ -5,7 +6,8 @@ import { LineSplitter } from './lines.js';
 /**
  * The output of the session's own processes (source=supervisor, docs/logs.md): a bounded
  * ring of lines per process, fed where each process is started (Chromium's stderr, the
- * agent's own log lines, Xvfb's and x11vnc's stderr) and read by the log streams. One
+ * agent's own log lines, Xvfb's and x11vnc's stderr, see superviseProcess) and read by
+ * the log streams. One
  * agent serves one browser, so one instance per process, like the BiDi client registry
  * and the VNC servers. Nothing is imported beyond the line splitter: the logger feeds it
  * from the first line.
@@ -66,6 +68,11 @@ export class SupervisorLogs {
     this.splitters.get(process)?.flush();
   }
 
+  /** A line of the agent's own about a process (its start, its exit), among the process's lines. */
+  note(process: SupervisorProcess, message: string): void {
+    this.add(process, message);
+  }
+
   /** The lines kept (of one process, or of all in the order they came), oldest first. */
   buffered(process: SupervisorProcess | undefined): SupervisorLine[] {
     if (process) return [...(this.rings.get(process)?.lines ?? [])];
@@ -112,3 +119,17 @@ export class SupervisorLogs {
 }
 
 export const supervisorLogs = new SupervisorLogs();
+
+/**
+ * A child process's stderr becomes its log, between two lines in supervisord's words
+ * ("spawned: 'xvfb' with pid 12", "exited: xvfb (exit status 0)"): Xvfb and x11vnc say
+ * little or nothing themselves, so a stream of them still shows that they run.
+ */
+export function superviseProcess(process: SupervisorProcess, child: ChildProcess): void {
+  if (child.pid !== undefined) supervisorLogs.note(process, `spawned: '${process}' with pid ${child.pid}`);
+  child.stderr?.on('data', (chunk: Buffer | string) => supervisorLogs.feed(process, chunk));
+  child.once('close', (code, signal) => {
+    supervisorLogs.ended(process);
+    supervisorLogs.note(process, `exited: ${process} (${signal ? `terminated by ${signal}` : `exit status ${code}`})`);
+  });
+}
