@@ -6,8 +6,9 @@ import { AuditRecorder, sweepAuditLogs } from '../../api/src/modules/audit-logs/
 import { startTestApp, type TestApp } from '../support/test-app.js';
 
 /**
- * The audit log's writer and retention. One fake: a database that fails every write (the
- * real one cannot be made to fail a single INSERT on demand); everything else is real.
+ * The audit log's writer and retention. Two fakes: a database that fails every write and
+ * one that never answers (the real one cannot be made to do either on demand, for one
+ * INSERT); everything else is real.
  */
 describe('audit logs: writer and retention', () => {
   let app: TestApp;
@@ -65,6 +66,15 @@ describe('audit logs: writer and retention', () => {
     expect(recorder.queued).toBe(0);
     expect(await counter(recorder.failed)).toBe(6);
     expect(await counter(recorder.dropped, { reason: 'write_failed' })).toBe(2);
+  });
+
+  it('stops waiting for a database that does not answer at close, counting what it could not write', async () => {
+    const frozen = { query: () => new Promise(() => undefined) };
+    const recorder = new AuditRecorder(frozen as never, log, { queueMax: 10, batchMax: 1, flushIntervalMs: 60_000 });
+    for (const id of ['frozen-1', 'frozen-2', 'frozen-3']) recorder.record(call(id));
+    await recorder.close(50);
+    expect(recorder.queued).toBe(0);
+    expect(await counter(recorder.dropped, { reason: 'shutdown' })).toBe(2);
   });
 
   it('the app\'s recorder serves its metrics on /metrics', async () => {

@@ -9,6 +9,8 @@ export const DEFAULT_AUDIT_QUEUE_MAX = 10_000;
 export const AUDIT_FLUSH_INTERVAL_MS = 250;
 /** Calls per INSERT; a full batch is written at once. */
 export const AUDIT_BATCH_MAX = 500;
+/** How long close() waits for the last writes. */
+export const AUDIT_CLOSE_DEADLINE_MS = 5_000;
 /** A batch that failed this many times is given up (and counted): a poison row must not block the rest. */
 const MAX_ATTEMPTS = 3;
 
@@ -28,6 +30,7 @@ export class AuditRecorder implements CallRecorder {
   private queue: Pending[] = [];
   private timer: NodeJS.Timeout | undefined;
   private writing: Promise<void> | undefined;
+  private closed = false;
   readonly written = new client.Counter({ name: 'browserplane_audit_log_written_total', help: 'Audit log entries written', registers: [] });
   readonly failed = new client.Counter({
     name: 'browserplane_audit_log_write_failures_total',
@@ -36,7 +39,7 @@ export class AuditRecorder implements CallRecorder {
   });
   readonly dropped = new client.Counter({
     name: 'browserplane_audit_log_dropped_total',
-    help: 'Audit log entries given up: the queue was full, or their write failed every attempt',
+    help: 'Audit log entries given up: the queue was full, their write failed every attempt, or shutdown came first',
     labelNames: ['reason'] as const,
     registers: [],
   });
@@ -92,9 +95,24 @@ export class AuditRecorder implements CallRecorder {
     if (this.queue.length) this.schedule(this.options.flushIntervalMs ?? AUDIT_FLUSH_INTERVAL_MS);
   }
 
-  async close(): Promise<void> {
-    await this.flush();
+  /**
+   * Writes what is queued, waiting at most `deadlineMs` (a database that does not answer
+   * must not hold a shutdown); what is left then is logged and counted as dropped.
+   */
+  async close(deadlineMs = AUDIT_CLOSE_DEADLINE_MS): Promise<void> {
+    this.closed = true;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'late'>((resolve) => {
+      timer = setTimeout(() => resolve('late'), deadlineMs);
+    });
+    const outcome = await Promise.race([this.flush(), deadline]);
+    clearTimeout(timer);
     this.clearTimer();
+    if (outcome === 'late' && this.queue.length) {
+      this.dropped.inc({ reason: 'shutdown' }, this.queue.length);
+      this.log.error({ entries: this.queue.length }, 'audit log entries not written before shutdown');
+      this.queue = [];
+    }
   }
 
   private get batchMax(): number {
@@ -102,7 +120,7 @@ export class AuditRecorder implements CallRecorder {
   }
 
   private schedule(delayMs: number): void {
-    if (this.timer && delayMs > 0) return;
+    if (this.closed || (this.timer && delayMs > 0)) return;
     this.clearTimer();
     this.timer = setTimeout(() => {
       this.timer = undefined;
