@@ -31,6 +31,7 @@ const SERVED_FAMILIES = [
   'projects',
   'auth connections',
   'deployments/apps',
+  'telemetry',
 ] as const;
 
 const SDK_ROUTES = 127;
