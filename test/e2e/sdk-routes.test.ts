@@ -34,6 +34,7 @@ const SERVED_FAMILIES = [
   'deployments/apps',
   'replays',
   'audit logs',
+  'telemetry',
 ] as const;
 
 const SDK_ROUTES = 127;
