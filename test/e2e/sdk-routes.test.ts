@@ -31,6 +31,7 @@ const SERVED_FAMILIES = [
   'projects',
   'auth connections',
   'deployments/apps',
+  'credential providers',
 ] as const;
 
 const SDK_ROUTES = 127;

@@ -44,6 +44,7 @@ const must = async <T = any>(res: Promise<{ status: number; body: T; text: strin
 
 export const PROXY_PASSWORD = 'alpha-proxy-password-8c1f';
 export const CREDENTIAL_PASSWORD = 'alpha-credential-password-2d7e';
+export const PROVIDER_TOKEN = 'alpha-provider-token-5b9a';
 
 /** Tenant A with one of every resource in its default project; the clock ends 2 days later. */
 export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alpha> {
@@ -66,6 +67,9 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     }),
   );
   const profile = await must(http.post('/profiles', { name: 'alpha-profile' }));
+  const provider = await must(
+    http.post('/org/credential_providers', { name: 'alpha-provider', provider_type: 'onepassword', token: PROVIDER_TOKEN, connect_url: 'http://connect.alpha.test' }),
+  );
   const invocation = await must(http.post('/invocations', { app_name: 'alpha-app', action_name: 'alpha-action', version: 'alpha-1', async: true }));
   const browser = await must(http.post('/browsers', { name: 'alpha-browser', tags: { owner: 'alpha-tag' }, invocation_id: invocation.id }));
   const pool = await must(http.post('/browser_pools', { name: 'alpha-pool', size: 1 }));
@@ -102,6 +106,7 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     '/browser_pools': { id: pool.id, name: pool.name },
     '/auth/connections': { id: connection.id },
     '/deployments': { id: deployment.id },
+    '/org/credential_providers': { id: provider.id, name: provider.name },
   };
   const secrets = [
     tenant.orgId,
@@ -121,6 +126,8 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     'alpha-user',
     PROXY_PASSWORD,
     CREDENTIAL_PASSWORD,
+    PROVIDER_TOKEN,
+    'connect.alpha.test',
     ...Object.values(resources).flatMap((r) => [r.id, ...(r.name ? [r.name] : [])]),
   ];
   return {
