@@ -20,9 +20,14 @@ let misbehavingUrl: string;
 
 beforeAll(async () => {
   connect = await startConnectStandIn([{ name: 'Web', items: [{ title: 'Site', urls: ['https://site.example'], username: 'u', password: 'p' }] }]);
-  // /v1/vaults on /slow never answers; on /big it answers more than the size limit.
+  // /v1/vaults on /slow never answers, on /stall stops halfway, on /big answers more than the size limit.
   misbehaving = http.createServer((req, res) => {
     if (req.url?.startsWith('/slow/')) return; // held open until the client gives up
+    if (req.url?.startsWith('/stall/')) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('[{"id":"v1",'); // then nothing more
+      return;
+    }
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify(Array.from({ length: 500 }, (_, i) => ({ id: `vault-${i}`, name: `a vault with a long name ${i}` }))));
   });
@@ -100,20 +105,27 @@ describe('timeout, answer size and providers per org', () => {
     expect(result).toMatchObject({ success: false, vaults: [], error: expect.stringContaining('timed out') });
   });
 
+  it('gives up on an answer that stalls halfway, as on one that never starts', async () => {
+    const result = await createAndTest(app.tenant.http, `${misbehavingUrl}/stall`, 'stall');
+    expect(result).toMatchObject({ success: false, vaults: [], error: expect.stringContaining('broke off its answer: timed out') });
+  });
+
   it('stops reading an answer past the size limit', async () => {
     const result = await createAndTest(app.tenant.http, `${misbehavingUrl}/big`, 'big');
     expect(result).toMatchObject({ success: false, vaults: [], error: expect.stringContaining('more than 4096 bytes') });
   });
 
   it('refuses a provider past the per-org cap with 409 credential_provider_limit, another org unaffected', async () => {
-    const res = await app.tenant.http.post('/org/credential_providers', { name: 'third', provider_type: 'onepassword', token: 't', connect_url: connect.url });
-    expect(res.status, res.text).toBe(200);
-    const over = await app.tenant.http.post('/org/credential_providers', { name: 'fourth', provider_type: 'onepassword', token: 't', connect_url: connect.url });
+    const capped = await app.newTenant('capped-org');
+    const create = (client: HttpClient, name: string) =>
+      client.post('/org/credential_providers', { name, provider_type: 'onepassword', token: 't', connect_url: connect.url });
+    for (const name of ['one', 'two', 'three']) expect((await create(capped.http, name)).status).toBe(200);
+    const over = await create(capped.http, 'four');
     expect(over.status, over.text).toBe(409);
     expect(over.body.code).toBe('credential_provider_limit');
-    const { rows } = await app.database.db.query<{ n: number }>('SELECT count(*)::int AS n FROM credential_providers WHERE org_id = $1', [app.tenant.orgId]);
+    const { rows } = await app.database.db.query<{ n: number }>('SELECT count(*)::int AS n FROM credential_providers WHERE org_id = $1', [capped.orgId]);
     expect(rows[0]!.n).toBe(3);
-    const other = await app.newTenant('other-org');
-    expect((await other.http.post('/org/credential_providers', { name: 'first', provider_type: 'onepassword', token: 't', connect_url: connect.url })).status).toBe(200);
+    const other = await app.newTenant('uncapped-org');
+    expect((await create(other.http, 'four')).status).toBe(200);
   });
 });
