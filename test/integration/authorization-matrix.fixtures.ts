@@ -67,8 +67,9 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     }),
   );
   const profile = await must(http.post('/profiles', { name: 'alpha-profile' }));
+  // Its Connect server refuses connections at once: A's own test and items calls fail fast, never waiting on DNS.
   const provider = await must(
-    http.post('/org/credential_providers', { name: 'alpha-provider', provider_type: 'onepassword', token: PROVIDER_TOKEN, connect_url: 'http://connect.alpha.test' }),
+    http.post('/org/credential_providers', { name: 'alpha-provider', provider_type: 'onepassword', token: PROVIDER_TOKEN, connect_url: 'http://127.0.0.1:9' }),
   );
   const invocation = await must(http.post('/invocations', { app_name: 'alpha-app', action_name: 'alpha-action', version: 'alpha-1', async: true }));
   const browser = await must(http.post('/browsers', { name: 'alpha-browser', tags: { owner: 'alpha-tag' }, invocation_id: invocation.id }));
@@ -127,7 +128,6 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     PROXY_PASSWORD,
     CREDENTIAL_PASSWORD,
     PROVIDER_TOKEN,
-    'connect.alpha.test',
     ...Object.values(resources).flatMap((r) => [r.id, ...(r.name ? [r.name] : [])]),
   ];
   return {
