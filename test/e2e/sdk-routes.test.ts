@@ -35,6 +35,7 @@ const SERVED_FAMILIES = [
   'replays',
   'audit logs',
   'telemetry',
+  'credential providers',
 ] as const;
 
 const SDK_ROUTES = 127;

@@ -47,6 +47,7 @@ const must = async <T = any>(res: Promise<{ status: number; body: T; text: strin
 
 export const PROXY_PASSWORD = 'alpha-proxy-password-8c1f';
 export const CREDENTIAL_PASSWORD = 'alpha-credential-password-2d7e';
+export const PROVIDER_TOKEN = 'alpha-provider-token-5b9a';
 
 /** Tenant A with one of every resource in its default project; the clock ends 2 days later. */
 export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alpha> {
@@ -69,6 +70,10 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     }),
   );
   const profile = await must(http.post('/profiles', { name: 'alpha-profile' }));
+  // Its Connect server refuses connections at once: A's own test and items calls fail fast, never waiting on DNS.
+  const provider = await must(
+    http.post('/org/credential_providers', { name: 'alpha-provider', provider_type: 'onepassword', token: PROVIDER_TOKEN, connect_url: 'http://127.0.0.1:9' }),
+  );
   const invocation = await must(http.post('/invocations', { app_name: 'alpha-app', action_name: 'alpha-action', version: 'alpha-1', async: true }));
   const browser = await must(http.post('/browsers', { name: 'alpha-browser', tags: { owner: 'alpha-tag' }, invocation_id: invocation.id }));
   const pool = await must(http.post('/browser_pools', { name: 'alpha-pool', size: 1 }));
@@ -116,6 +121,7 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     '/browser_pools': { id: pool.id, name: pool.name },
     '/auth/connections': { id: connection.id },
     '/deployments': { id: deployment.id },
+    '/org/credential_providers': { id: provider.id, name: provider.name },
   };
   const secrets = [
     tenant.orgId,
@@ -136,6 +142,7 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     PROXY_PASSWORD,
     CREDENTIAL_PASSWORD,
     replayId,
+    PROVIDER_TOKEN,
     ...Object.values(resources).flatMap((r) => [r.id, ...(r.name ? [r.name] : [])]),
   ];
   return {

@@ -214,6 +214,7 @@ describe('judgeReauth: whether a re-auth can run unattended', () => {
 
   it.each<[string, Partial<Row>, boolean, string]>([
     ['no credential', { credential_id: null, credential_value_keys: null }, false, 'no_credential'],
+    ['a provider item (read at login time)', { credential: { provider: 'my-1p', path: 'Vault/Item' }, credential_id: null, credential_value_keys: null }, true, 'external_credential'],
     ['a credential that was deleted', { credential_value_keys: null }, false, 'no_credential'],
     ['no login yet', {}, true, 'no_requirements_recorded'],
     ['identifier and password it holds', { login_requirements: needs(['identifier', 'password']) }, true, 'requirements_satisfiable'],

@@ -91,7 +91,11 @@ async function connectGet<T>(server: ConnectServer, path: string, limits: Connec
     throw new ConnectError(`The 1Password Connect server at ${server.url} could not be reached: ${describe(error)}`, 'unreachable');
   }
   try {
-    const text = await readCapped(res.body, limits.maxResponseBytes, server.url);
+    const text = await readCapped(res.body, limits.maxResponseBytes, server.url).catch((error: unknown) => {
+      // The timeout also covers the body: a server that stalls mid-answer is unreachable, not an internal error.
+      if (error instanceof ConnectError) throw error;
+      throw new ConnectError(`The 1Password Connect server at ${server.url} broke off its answer: ${describe(error)}`, 'unreachable');
+    });
     if (res.statusCode < 200 || res.statusCode > 299) throw statusError(res.statusCode, text, server.url);
     let json: unknown;
     try {
