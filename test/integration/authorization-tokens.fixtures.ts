@@ -62,8 +62,7 @@ const inAnHour = () => Math.floor(Date.now() / 1000) + 3600;
 /** A token in the right form, for the right subject and purpose, signed with a key that is not the service's. */
 export const foreignKeyToken = (subject: string, purpose: TokenPurpose = 'cdp') => tokenSignedWith(randomBytes(32), purpose, subject, inAnHour());
 
-const LIFETIME_MS: Record<TokenPurpose, number> = { cdp: CDP_TOKEN_TTL_MS, profile: PROFILE_TOKEN_TTL_MS, replay: REPLAY_TOKEN_TTL_MS };
-const LIFETIME_MS: Record<TokenPurpose, number> = { cdp: CDP_TOKEN_TTL_MS, profile: PROFILE_TOKEN_TTL_MS, telemetry: PROFILE_TOKEN_TTL_MS };
+const LIFETIME_MS: Record<TokenPurpose, number> = { cdp: CDP_TOKEN_TTL_MS, profile: PROFILE_TOKEN_TTL_MS, replay: REPLAY_TOKEN_TTL_MS, telemetry: PROFILE_TOKEN_TTL_MS };
 
 /**
  * A token the service really signed, whose expiry has passed: issued by the app's own

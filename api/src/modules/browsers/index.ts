@@ -6,5 +6,4 @@ export { applyTelemetry, type TelemetryConfig } from './telemetry.js';
 export { getSession } from './service.js';
 export { createCdpTokens, type CdpTokens, type TokenCheck } from './cdp-token.js';
 export { browserIdParams } from './schema.js';
-export { createCdpTokens } from './cdp-token.js';
 export { TELEMETRY_INGEST_PATH } from './telemetry-door.js';
