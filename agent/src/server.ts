@@ -137,6 +137,7 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
   }
   if (key === 'POST /playwright/execute') return (await import('./playwright/http.js')).handlePlaywrightRequest(state, request, response);
   if (path.startsWith('/fs/')) return (await import('./fs/http.js')).handleFsRequest(state, request, response);
+  if (key === 'POST /extensions') return (await import('./extensions/http.js')).handleExtensionsRequest(state, request, response);
   if (key === 'POST /curl') return (await import('./curl/http.js')).handleCurlRequest(state, request, response);
   if (path.startsWith('/process/')) return (await import('./process/http.js')).handleProcessRequest(state, request, response);
   sendJson(response, 404, { code: 'route_not_found', message: `no route for ${key}` });

@@ -6,6 +6,7 @@ import type { DatabaseSupervision } from './db/postgres-supervisor.js';
 import type { EventHub } from './events/hub.js';
 import type { AuthCache } from './modules/api-keys/auth-cache.js';
 import type { AppsSettings } from './modules/apps/settings.js';
+import type { ExtensionSettings } from './modules/extensions/settings.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
 import type { BrowserRuntime } from '../../contract/browser-runtime.js';
@@ -49,6 +50,8 @@ export interface AppSettings {
   sseHeartbeatMs?: number | undefined;
   /** The app runtime (deployments, builds): its data dir and bounds; unset, deployments answer 503. */
   apps?: AppsSettings | undefined;
+  /** Uploaded extensions and the Chrome Web Store download (default DEFAULT_EXTENSION_SETTINGS). */
+  extensions?: ExtensionSettings | undefined;
   /** How long a sync POST /invocations waits for a run (default SYNC_WAIT_MS, 50 s; tests shorten it). */
   invocationSyncWaitMs?: number | undefined;
 }

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { parseAllowedNetworks } from '../../contract/egress.js';
 import { appJobFields } from './config-app-jobs.js';
+import { extensionConfigFields } from './modules/extensions/settings.js';
 import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/pool.js';
 import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
 
@@ -180,6 +181,7 @@ export const configSchema = z.object({
     .describe('With BROWSERPLANE_BLOCK_PRIVATE_NETWORKS: addresses and CIDRs pages may reach anyway, comma-separated (an internal site, an in-network proxy)'),
   ...browserFsLimitFields,
   ...appJobFields,
+  ...extensionConfigFields,
   BROWSERPLANE_SESSION_UID_BASE: z.coerce
     .number()
     .int()

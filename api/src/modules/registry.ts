@@ -7,6 +7,7 @@ import { countProjectApiKeys } from './api-keys/service.js';
 import { browserPoolsModule } from './browser-pools/module.js';
 import { browsersModule } from './browsers/module.js';
 import { credentialsModule } from './credentials/module.js';
+import { extensionsModule } from './extensions/module.js';
 import { invocationsModule } from './invocations/module.js';
 import { profilesModule } from './profiles/module.js';
 import { projectRoutes } from './projects/routes.js';
@@ -27,6 +28,7 @@ export const apiModules: ApiModule[] = [
   browserPoolsModule,
   authConnectionsModule,
   appsModule,
+  extensionsModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

@@ -36,8 +36,10 @@ export const CDP_TOKEN_TTL_MS = 60 * 60 * 1000;
 export const PROFILE_TOKEN_TTL_MS = 30 * 24 * 60 * 60 * 1000;
 
 /** What a token may be used for; each purpose has its own lifetime. */
-export type TokenPurpose = 'cdp' | 'profile';
-const TTL_MS: Record<TokenPurpose, number> = { cdp: CDP_TOKEN_TTL_MS, profile: PROFILE_TOKEN_TTL_MS };
+export type TokenPurpose = 'cdp' | 'profile' | 'extension';
+/** The agent fetches its extensions once, at start (a pod may wait a while to be scheduled). */
+export const EXTENSION_TOKEN_TTL_MS = 24 * 60 * 60 * 1000;
+const TTL_MS: Record<TokenPurpose, number> = { cdp: CDP_TOKEN_TTL_MS, profile: PROFILE_TOKEN_TTL_MS, extension: EXTENSION_TOKEN_TTL_MS };
 const KEY_NAME = 'cdp-token-v1';
 const SEAL_CONTEXT = `service_keys:${KEY_NAME}`;
 

@@ -1,4 +1,5 @@
 import type { BrowserLaunchSpec, ProxySpec } from '../../../../contract/browser-runtime.js';
+import type { ExtensionTarget } from '../../../../contract/launch-spec.js';
 import type { Scope, SessionRow } from './store.js';
 
 /**
@@ -20,6 +21,8 @@ export interface LaunchExtras {
   saveProfile: boolean;
   /** For the runtime: a session's tags, or a warm browser's pool membership. */
   labels: Record<string, string>;
+  /** Uploaded extensions to load, with their archive URLs (resolveSessionExtensions). */
+  extensions?: ExtensionTarget[] | undefined;
 }
 
 /** The launch spec of browser `browserId` of `scope`, made as `make` says. */
@@ -35,6 +38,7 @@ export function launchSpecOf(browserId: string, scope: Scope, make: BrowserMake,
     ...(make.start_url !== null ? { startUrl: make.start_url } : {}),
     ...(extras.proxy ? { proxy: extras.proxy } : {}),
     ...(make.profile_id !== null && extras.archiveUrl ? { profile: { id: make.profile_id, archiveUrl: extras.archiveUrl, saveChanges: extras.saveProfile } } : {}),
+    ...(extras.extensions?.length ? { extensions: extras.extensions } : {}),
     chromePolicy: make.chrome_policy,
     labels: extras.labels,
   };
