@@ -29,6 +29,7 @@ const SERVED_FAMILIES = [
   'credentials',
   'api keys',
   'projects',
+  'extensions',
   'auth connections',
   'deployments/apps',
 ] as const;
