@@ -43,6 +43,15 @@ export const profileTargetSchema = z.object({
 });
 export type ProfileTarget = z.infer<typeof profileTargetSchema>;
 
+/** An uploaded extension the agent fetches (the archive URL's token is the authorisation) and loads at start. */
+export const extensionTargetSchema = z.object({
+  id: z.string(),
+  /** The folder it is unpacked into: [A-Za-z0-9._-], unique in the spec. */
+  name: z.string().regex(/^[A-Za-z0-9._-]{1,255}$/).refine((s) => s !== '.' && s !== '..'),
+  archiveUrl: z.string(),
+});
+export type ExtensionTarget = z.infer<typeof extensionTargetSchema>;
+
 /** Everything the agent needs to start Chromium for one session. */
 export const browserLaunchSpecSchema = z.object({
   /** Stable id, the session id: launching the same id twice yields the same browser. */
@@ -60,6 +69,8 @@ export const browserLaunchSpecSchema = z.object({
   chromePolicy: z.record(z.string(), z.unknown()).default({}),
   /** Profile archive to load into the user-data dir, and whether to save it back. */
   profile: profileTargetSchema.optional(),
+  /** Uploaded extensions to load (--load-extension), fetched before Chromium starts. */
+  extensions: z.array(extensionTargetSchema).max(20).optional(),
   /** Labels for the runtime (pool membership, tags), not interpreted by the agent. */
   labels: z.record(z.string(), z.string()).default({}),
   /** Telemetry to capture and where to send it (contract/telemetry.ts); absent: none. */

@@ -41,6 +41,8 @@ export interface AgentState {
   applySettings: (settings: LiveBrowserSettings) => Promise<void>;
   /** Makes the browser fit for its next holder (POST /reset, see reset.ts); rejects with why it could not. */
   reset: (request: ResetRequest) => Promise<BrowserResetReport>;
+  /** POST /extensions (extensions/http.ts): where they are unpacked, which are loaded, and the restart that loads more. */
+  extensions?: { workRoot: () => string; loadedNames: () => string[]; load: (dirs: string[], names: string[]) => Promise<void> };
   /** Starts the shutdown; `graceMs` overrides the configured grace period for Chromium. */
   requestShutdown: (reason: string, graceMs?: number, options?: { saveProfile: boolean }) => void;
 }

@@ -20,6 +20,7 @@ import type { CdpCookie } from './reset.js';
 import type { ProfileTarget } from './profile.js';
 import { endSessionProcesses } from './process/session-end.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
+import { ExtensionLoader } from './extensions/restart.js';
 
 /** How long after ready the proxy forwarder loads proxy-chain unless Chromium needs it sooner (see startOnce). */
 const PROXY_LOAD_DELAY_MS = 1000;
@@ -61,12 +62,18 @@ export class BrowserAgent {
   private spawnedAt = 0; // when Chromium was spawned (0: not yet): the service may answer its caller then
   private markSpawned!: () => void;
   private readonly spawnedOrSettled = Promise.race([new Promise<void>((resolve) => (this.markSpawned = resolve)), this.settled]);
+  private user?: SystemUser;
+  private readonly extensions: ExtensionLoader;
 
   constructor(
     private readonly config: AgentConfig,
     private readonly log: Logger,
     private readonly exit: (code: number) => void,
-  ) {}
+  ) {
+    const closeClients = () => (this.bridge?.closeAll(), closeAllBidiClients());
+    const [relaunch, adopt, fail] = [() => this.launch(this.user), (c: RunningChromium) => this.adopt(c), (why: string) => void this.shutdown(why)];
+    this.extensions = new ExtensionLoader({ chromium: () => this.chromium, connections: this.connections, closeClients, relaunch, adopt, fail, graceMs: config.shutdownGraceMs, log });
+  }
 
   start(): Promise<void> {
     this.starting ??= this.startOnce();
@@ -88,26 +95,14 @@ export class BrowserAgent {
     const peerUid = chromiumUser.then((user) => user?.uid ?? process.getuid?.(), () => undefined);
     const forwarding = ProxyForwarder.start(spec.proxy, this.log, this.config.egress, peerUid).then((forwarder) => (this.forwarder = forwarder));
     forwarding.catch(() => undefined);
-    const user = await chromiumUser;
+    const user = (this.user = await chromiumUser);
     this.dirs = await prepareWorkDir(this.config.workDir, user);
     const workDirReady = Date.now();
     // Chromium takes 200-400 ms to answer CDP; the HTTP side loads and listens meanwhile,
     // which keeps ws and the server (about 60 ms of module loading) off the launch path.
-    const launched = Promise.all([this.startDisplay(user), this.prepareLaunchExtras(user, forwarding), this.restoreProfile(user)]).then(() =>
-      launchBrowser({
-        onSpawn: () => {
-          this.spawnedAt = Date.now();
-          this.markSpawned();
-        },
-        config: this.config,
-        dirs: this.dirs!,
-        display: this.display,
-        user,
-        extraFlags: this.extraFlags,
-        binds: this.policy?.binds ?? [],
-        signal: this.startAborted.signal,
-        log: this.log,
-      }),
+    const extensions = this.extensions.fetchAtStart(spec.extensions, { workRoot: this.dirs.root, signal: this.startAborted.signal, log: this.log });
+    const launched = Promise.all([this.startDisplay(user), this.prepareLaunchExtras(user, forwarding), this.restoreProfile(user), extensions]).then(() =>
+      this.launch(user),
     );
     const listening = this.listen();
     await Promise.all([listening, launched.catch(() => undefined)]);
@@ -126,9 +121,22 @@ export class BrowserAgent {
     // proxy-chain's load (50-500 ms of stalled event loop) would hold up the first client's
     // commands: it loads a moment later, or at Chromium's first use of the forwarder (proxy.ts).
     setTimeout(() => void (this.stopping ? undefined : this.forwarder?.load()), PROXY_LOAD_DELAY_MS).unref();
-    void chromium.exited.then((exit) => this.onChromiumExit(exit));
+    this.adopt(chromium);
     this.watchForOrphaning();
     if (spec.telemetry) void import('./telemetry/index.js').then((t) => t.startTelemetry(spec.telemetry, () => this.chromium?.cdp, this.log));
+  }
+
+  /** Chromium with this browser's flags; at start and when extensions are loaded (extensions/restart.ts). */
+  private launch(user: SystemUser | undefined): Promise<RunningChromium> {
+    const onSpawn = () => ((this.spawnedAt ||= Date.now()), this.markSpawned());
+    const extraFlags = [...this.extraFlags, ...this.extensions.flags()];
+    return launchBrowser({ onSpawn, config: this.config, dirs: this.dirs!, display: this.display, user, extraFlags, binds: this.policy?.binds ?? [], signal: this.startAborted.signal, log: this.log });
+  }
+
+  /** The browser from now on; the exit of one being replaced by a restart is not the browser's end. */
+  private adopt(chromium: RunningChromium): void {
+    this.chromium = chromium;
+    void chromium.exited.then((exit) => (chromium === this.chromium && !this.extensions.restarting ? this.onChromiumExit(exit) : undefined));
   }
 
   /**
@@ -188,6 +196,7 @@ export class BrowserAgent {
         connections: this.connections,
         applySettings: (settings) => this.applySettings(settings),
         reset: (request) => this.reset(request),
+        extensions: { workRoot: () => this.dirs!.root, loadedNames: () => this.extensions.loadedNames(), load: (dirs, names) => this.extensions.load(dirs, names) },
         healthPolled: () => (this.lastHealthPoll = Date.now()),
         requestShutdown: (reason, graceMs, options) => {
           if (options?.saveProfile === false) this.profileDiscarded = true;
@@ -233,8 +242,7 @@ export class BrowserAgent {
 
   private async applyViewport(viewport: NonNullable<LiveBrowserSettings['viewport']>): Promise<void> {
     if (!this.chromium) throw new Error('the browser is not running');
-    const { applyViewport } = await import('./live/viewport.js');
-    await applyViewport(this.chromium, viewport, this.log);
+    await (await import('./live/viewport.js')).applyViewport(this.chromium, viewport, this.log);
   }
 
   /**
@@ -270,9 +278,7 @@ export class BrowserAgent {
 
   /** x11vnc (started by the first live view client) goes before its display; its viewers see the connection close. */
   private async stopLiveView(): Promise<void> {
-    if (!this.display) return;
-    const { stopVncServers } = await import('./live/vnc-server.js');
-    await stopVncServers();
+    if (this.display) await (await import('./live/vnc-server.js')).stopVncServers();
   }
 
   /** Chromium's flags and bind mounts from the proxy forwarder, stealth and chrome_policy. */

@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import type { BrowserLaunchSpec } from '../../contract/browser-runtime.js';
 import { resolveSystemUser, type SystemUser } from '../../lib/system-user.js';
 import { ChromiumStartError, findChromium, launchChromium, type RunningChromium } from './chromium.js';
 import type { AgentConfig } from './config.js';
@@ -38,6 +39,13 @@ export async function chromiumUserOf(config: Pick<AgentConfig, 'chromiumUid' | '
     log.error({ err: error, user: config.chromiumUser }, 'SANDBOX OFF: cannot find or create the unprivileged user; Chromium runs as root with --no-sandbox');
     return undefined;
   }
+}
+
+/** Settings of the spec this slice of the agent does not apply yet, so the log says so. */
+export function unsupportedSettings(spec: BrowserLaunchSpec): string[] {
+  const ignored: string[] = [];
+  if (spec.kioskMode && spec.headless) ignored.push('kioskMode (headless)');
+  return ignored;
 }
 
 export interface BrowserLaunch {

@@ -138,6 +138,7 @@ async function route(state: AgentState, request: IncomingMessage, response: Serv
   if (key === 'POST /playwright/execute') return (await import('./playwright/http.js')).handlePlaywrightRequest(state, request, response);
   if (path.startsWith('/fs/')) return (await import('./fs/http.js')).handleFsRequest(state, request, response);
   if (path.startsWith('/logs/')) return (await import('./logs/http.js')).handleLogsRequest(state, request, response);
+  if (key === 'POST /extensions') return (await import('./extensions/http.js')).handleExtensionsRequest(state, request, response);
   if (key === 'POST /curl') return (await import('./curl/http.js')).handleCurlRequest(state, request, response);
   if (path.startsWith('/process/')) return (await import('./process/http.js')).handleProcessRequest(state, request, response);
   if (path === '/replays' || path.startsWith('/replays/')) return (await import('./replay/http.js')).handleReplaysRequest(state, request, response, path, log);

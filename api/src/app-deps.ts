@@ -8,6 +8,7 @@ import type { AuthCache } from './modules/api-keys/auth-cache.js';
 import type { AppsSettings } from './modules/apps/settings.js';
 import type { TelemetrySettings } from './config-telemetry.js';
 import type { CredentialProviderSettings } from './config-credential-providers.js';
+import type { ExtensionSettings } from './modules/extensions/settings.js';
 import type { ProxySettings } from './modules/proxies/upstreams.js';
 import type { ProfileStore } from './ports/profile-store.js';
 import type { ReplayStore } from './ports/replay-store.js';
@@ -55,6 +56,8 @@ export interface AppSettings {
   apps?: AppsSettings | undefined;
   /** External credential providers (1Password Connect): default server, call bounds, per-org cap; absent fields take their defaults. */
   credentialProviders?: CredentialProviderSettings | undefined;
+  /** Uploaded extensions and the Chrome Web Store download (default DEFAULT_EXTENSION_SETTINGS). */
+  extensions?: ExtensionSettings | undefined;
   /** How long a sync POST /invocations waits for a run (default SYNC_WAIT_MS, 50 s; tests shorten it). */
   invocationSyncWaitMs?: number | undefined;
   /** Session recordings' retention and bounds (config-replays.ts); unset, DEFAULT_REPLAY_SETTINGS. */

@@ -19,6 +19,7 @@ import { AuthCache } from './modules/api-keys/auth-cache.js';
 import { createPgEventHub } from './events/hub.js';
 import { appsSettingsOf } from './modules/apps/settings.js';
 import { telemetrySettingsOf } from './config-telemetry.js';
+import { extensionSettingsOf } from './modules/extensions/index.js';
 import { loadProxyUpstreams, type ProxySettings } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
 import type { ProfileStore } from './ports/profile-store.js';
@@ -91,6 +92,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
         : parts.kubeConfig && config.BROWSERPLANE_APP_RUNNER_IMAGE
           ? appsSettingsOf(config, { kubeConfig: parts.kubeConfig, namespace: parts.namespace ?? config.namespace })
           : undefined,
+      extensions: extensionSettingsOf(config),
     },
     projectResources: allProjectResources(),
     sealer: createSealer(parts.encryptionKey),

@@ -6,6 +6,7 @@ import { replayFields } from './config-replays.js';
 import { auditLogFields } from './config-audit-logs.js';
 import { telemetryFields } from './config-telemetry.js';
 import { credentialProviderFields } from './config-credential-providers.js';
+import { extensionConfigFields } from './modules/extensions/settings.js';
 import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/pool.js';
 import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
 
@@ -188,6 +189,7 @@ export const configSchema = z.object({
   ...auditLogFields,
   ...telemetryFields,
   ...credentialProviderFields,
+  ...extensionConfigFields,
   BROWSERPLANE_SESSION_UID_BASE: z.coerce
     .number()
     .int()

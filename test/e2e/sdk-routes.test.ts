@@ -30,6 +30,7 @@ const SERVED_FAMILIES = [
   'credentials',
   'api keys',
   'projects',
+  'extensions',
   'auth connections',
   'deployments/apps',
   'replays',

@@ -11,6 +11,7 @@ import { logsRoutes } from './browsers/logs-routes.js';
 import { browserTelemetryModule } from './browser-telemetry/module.js';
 import { credentialProvidersModule } from './credential-providers/module.js';
 import { credentialsModule } from './credentials/module.js';
+import { extensionsModule } from './extensions/module.js';
 import { invocationsModule } from './invocations/module.js';
 import { profilesModule } from './profiles/module.js';
 import { projectRoutes } from './projects/routes.js';
@@ -37,6 +38,7 @@ export const apiModules: ApiModule[] = [
   auditLogsModule,
   browserTelemetryModule,
   credentialProvidersModule,
+  extensionsModule,
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

@@ -1,5 +1,6 @@
 import type { BrowserLaunchSpec, ProxySpec } from '../../../../contract/browser-runtime.js';
 import type { TelemetrySpec } from '../../../../contract/telemetry.js';
+import type { ExtensionTarget } from '../../../../contract/launch-spec.js';
 import type { Scope, SessionRow } from './store.js';
 
 /**
@@ -23,6 +24,8 @@ export interface LaunchExtras {
   labels: Record<string, string>;
   /** What the agent captures and where it sends it (telemetrySpecOf); absent: nothing. */
   telemetry?: TelemetrySpec | undefined;
+  /** Uploaded extensions to load, with their archive URLs (resolveSessionExtensions). */
+  extensions?: ExtensionTarget[] | undefined;
 }
 
 /** The launch spec of browser `browserId` of `scope`, made as `make` says. */
@@ -38,6 +41,7 @@ export function launchSpecOf(browserId: string, scope: Scope, make: BrowserMake,
     ...(make.start_url !== null ? { startUrl: make.start_url } : {}),
     ...(extras.proxy ? { proxy: extras.proxy } : {}),
     ...(make.profile_id !== null && extras.archiveUrl ? { profile: { id: make.profile_id, archiveUrl: extras.archiveUrl, saveChanges: extras.saveProfile } } : {}),
+    ...(extras.extensions?.length ? { extensions: extras.extensions } : {}),
     chromePolicy: make.chrome_policy,
     labels: extras.labels,
     ...(extras.telemetry ? { telemetry: extras.telemetry } : {}),

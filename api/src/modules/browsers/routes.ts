@@ -15,6 +15,8 @@ import { playwrightRoutes } from './playwright-routes.js';
 import { presentSession, publicWsBase, regionOf } from './present.js';
 import { processRoutes } from './process-routes.js';
 import { profileArchiveRoutes } from './profile-archive-routes.js';
+import { extensionArchiveRoutes } from './extension-archive.js';
+import { extensionRoutes } from './extension-routes.js';
 import {
   browserIdParams,
   browserSessionSchema,
@@ -141,5 +143,7 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
     ...liveViewRoutes(deps),
     ...playwrightRoutes(deps),
     ...profileArchiveRoutes(deps, services),
+    ...extensionArchiveRoutes(deps),
+    ...extensionRoutes(deps),
   ];
 }

@@ -52,7 +52,10 @@ const profileSelector = z
   .refine((p) => (p.id === undefined) !== (p.name === undefined), { message: 'give exactly one of id or name' })
   .describe('An existing profile of the project, by id or name');
 
-export const extensionSelector = z.strictObject({ id: lookupText.optional(), name: selectorName.optional() });
+export const extensionSelector = z
+  .strictObject({ id: lookupText.optional().describe('Extension id'), name: selectorName.optional().describe('Extension name') })
+  .refine((e) => (e.id === undefined) !== (e.name === undefined), { message: 'give exactly one of id or name' })
+  .describe('An uploaded extension of the project, by id or name');
 
 export const startUrl = z
   .url({ protocol: /^(https?|about)$/ })
@@ -129,7 +132,7 @@ const createBrowserFields = {
     .describe('Seconds without a CDP connection before the session is deleted, 10 to 259200 (default 60)'),
   proxy_id: lookupText.optional().describe('A proxy of the project'),
   profile: profileSelector.optional(),
-  extensions: z.array(extensionSelector).max(20).optional().describe('Extensions to load: none exist yet, so only [] is accepted'),
+  extensions: z.array(extensionSelector).max(20).optional().describe('Uploaded extensions of the project to load, at most 20'),
   viewport: viewportSchema.optional(),
   chrome_policy: chromePolicySchema.optional(),
   tags: tagsSchema.optional(),
@@ -137,12 +140,9 @@ const createBrowserFields = {
   invocation_id: lookupText.optional().describe('A queued or running invocation of the project that owns the browser'),
 };
 
-function refuseUnavailable(body: { gpu?: boolean | undefined; extensions?: unknown[] | undefined }, ctx: z.RefinementCtx): void {
+function refuseUnavailable(body: { gpu?: boolean | undefined }, ctx: z.RefinementCtx): void {
   if (body.gpu === true) {
     ctx.addIssue({ code: 'custom', path: ['gpu'], message: 'no GPU is available on this installation; omit gpu or send false' });
-  }
-  if (body.extensions !== undefined && body.extensions.length > 0) {
-    ctx.addIssue({ code: 'custom', path: ['extensions'], message: 'extensions cannot be loaded yet; send [] or omit it' });
   }
 }
 

@@ -23,6 +23,7 @@ import { createCdpTokens } from './cdp-token.js';
 import { launchSpecOf } from './launch-spec.js';
 import { profileArchiveUrl } from './profile-archive.js';
 import { telemetrySpecOf } from './telemetry-door.js';
+import { resolveSessionExtensions } from './extension-archive.js';
 import { applyTelemetry } from './telemetry.js';
 import { claimSpare, spareKeyOf, type ClaimedSpare, type Spares } from './spare-store.js';
 
@@ -97,14 +98,15 @@ async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInp
       const profile = input.profile === undefined ? undefined : await findProfile(tx, scope, (input.profile.id ?? input.profile.name)!);
       if (input.profile && !profile) throw notFound('Profile', (input.profile.id ?? input.profile.name)!);
       if (input.invocation_id !== undefined) await requireLiveInvocation(tx, scope, input.invocation_id);
+      const extensions = await resolveSessionExtensions(deps, tx, { scope, sessionId: id, selectors: input.extensions ?? [] });
 
       await lockOrgSessionCreates(tx, scope.orgId);
       await enforceCaps(deps, tx, scope);
       const now = deps.clock.now();
       if (profile) await markProfileUsed(tx, profile.id, now);
       const viewport = { ...DEFAULT_VIEWPORT, ...input.viewport };
-      // A profile is loaded at start, per session: only a create without one can take a spare.
-      if (spares?.enabled && !profile) {
+      // A profile and extensions are loaded at start, per session: only a create without them can take a spare.
+      if (spares?.enabled && !profile && extensions.length === 0) {
         const key = spareKeyOf({ headless: input.headless ?? false, stealth: input.stealth ?? false, kiosk_mode: input.kiosk_mode ?? false, chrome_policy: input.chrome_policy ?? {} });
         const spare = await claimSpare(tx, scope, key, {
           name,
@@ -139,7 +141,7 @@ async function admitSession(deps: AppDeps, scope: Scope, input: CreateBrowserInp
         now,
       });
       const row = (await findSession(tx, scope, id))!;
-      const spec = launchSpecOf(id, scope, row, { proxy: proxy?.endpoint, archiveUrl, saveProfile: row.profile_save_changes, labels: { ...row.tags }, telemetry });
+      const spec = launchSpecOf(id, scope, row, { proxy: proxy?.endpoint, archiveUrl, saveProfile: row.profile_save_changes, labels: { ...row.tags }, telemetry, extensions });
       return { row, spec };
     });
   } catch (error) {
