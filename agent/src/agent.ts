@@ -21,6 +21,7 @@ import type { ProfileTarget } from './profile.js';
 import { endSessionProcesses } from './process/session-end.js';
 import { prepareWorkDir, removeWorkDir, type WorkDir } from './work-dir.js';
 import { ExtensionLoader } from './extensions/restart.js';
+import { watchForOrphaning } from './orphan-watch.js';
 
 /** How long after ready the proxy forwarder loads proxy-chain unless Chromium needs it sooner (see startOnce). */
 const PROXY_LOAD_DELAY_MS = 1000;
@@ -122,7 +123,9 @@ export class BrowserAgent {
     // commands: it loads a moment later, or at Chromium's first use of the forwarder (proxy.ts).
     setTimeout(() => void (this.stopping ? undefined : this.forwarder?.load()), PROXY_LOAD_DELAY_MS).unref();
     this.adopt(chromium);
-    this.watchForOrphaning();
+    this.lastHealthPoll = Date.now();
+    const shutdown = (why: string) => void this.shutdown(why);
+    this.orphanTimer = watchForOrphaning({ timeoutMs: this.config.orphanTimeoutMs, lastHealthPoll: () => this.lastHealthPoll, clients: () => this.connections.total(), shutdown });
     if (spec.telemetry) void import('./telemetry/index.js').then((t) => t.startTelemetry(spec.telemetry, () => this.chromium?.cdp, this.log));
   }
 
@@ -135,29 +138,10 @@ export class BrowserAgent {
 
   /** The browser from now on; the exit of one being replaced by a restart is not the browser's end. */
   private adopt(chromium: RunningChromium): void {
+    // A restart (extensions loaded) replaces the CDP connection telemetry captures from.
+    if (this.chromium && this.chromium !== chromium) void import('./telemetry/index.js').then((t) => t.reattachTelemetry());
     this.chromium = chromium;
     void chromium.exited.then((exit) => (chromium === this.chromium && !this.extensions.restarting ? this.onChromiumExit(exit) : undefined));
-  }
-
-  /**
-   * Agents outlive a killed service on purpose, to be re-adopted when it starts again.
-   * One whose service never comes back would run forever: with no /health request (the
-   * reaper asks every 5 s) and no client for orphanTimeoutMs, it shuts down.
-   */
-  private watchForOrphaning(): void {
-    const timeoutMs = this.config.orphanTimeoutMs;
-    if (timeoutMs <= 0) return;
-    this.lastHealthPoll = Date.now();
-    this.orphanTimer = setInterval(
-      () => {
-        const silentMs = Date.now() - this.lastHealthPoll;
-        if (silentMs >= timeoutMs && this.connections.total() === 0) {
-          void this.shutdown(`orphaned: no health check from the service for ${Math.round(silentMs / 1000)} s and no client`);
-        }
-      },
-      Math.min(timeoutMs, 30_000),
-    );
-    this.orphanTimer.unref();
   }
 
   /** Idempotent: the first reason wins, later calls wait for the same shutdown. */

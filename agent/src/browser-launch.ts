@@ -7,13 +7,6 @@ import type { XDisplay } from './display.js';
 import { isolationWrap, type BindMount } from './isolation.js';
 import type { WorkDir } from './work-dir.js';
 
-/** Settings of the spec this slice of the agent does not apply yet, so the log says so. */
-export function unsupportedSettings(spec: AgentConfig['spec']): string[] {
-  const ignored: string[] = [];
-  if (spec.kioskMode && spec.headless) ignored.push('kioskMode (headless)');
-  return ignored;
-}
-
 /**
  * Who Chromium runs as and how it is started: in the session's namespaces as root, in
  * its own sandbox when the host allows one, without it (loudly) when not. The agent

@@ -31,6 +31,15 @@ export function updateTelemetry(spec: TelemetrySpec | undefined): Promise<void> 
   return chain;
 }
 
+/** Chromium was restarted (extensions loaded): the capture reopens on the new CDP connection. */
+export function reattachTelemetry(): Promise<void> {
+  capture?.close();
+  capture = undefined;
+  captureKey = '';
+  chain = chain.then(() => reconcileCapture());
+  return chain;
+}
+
 async function reconcileCapture(): Promise<void> {
   const domains = CdpCapture.needed((category) => telemetry.enabled(category));
   const key = [...domains].sort().join(',');
