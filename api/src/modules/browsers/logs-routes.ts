@@ -1,11 +1,11 @@
 import type { AppDeps } from '../../app-deps.js';
-import { AppError } from '../../http/errors.js';
+import { AppError, validationFailed } from '../../http/errors.js';
 import { defineRoute, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
 import { projectScopeOf } from '../../scope.js';
 import { agentEndpoint } from '../../../../contract/agent-client.js';
 import { streamAgent } from './fs-agent.js';
-import { logEventSchema, logStreamQuery } from './logs-schema.js';
+import { logEventSchema, logQueryIssues, logStreamQuery } from './logs-schema.js';
 import { browserIdParams } from './schema.js';
 import { getSession } from './service.js';
 
@@ -37,6 +37,8 @@ export function logsRoutes(deps: AppDeps): RouteDef[] {
       },
       handler: async ({ params, query, auth, res }) => {
         const session = await getSession(deps.db, projectScopeOf(auth), params.id_or_name);
+        const issues = logQueryIssues(query);
+        if (issues.length > 0) throw validationFailed(issues);
         if (!session.agent_url) throw new AppError(409, 'browser_not_ready', 'The browser is still starting', { shouldRetry: false });
         const agent = agentEndpoint(deps.agentTokens, session.id, session.agent_url);
         const forwarded = {
