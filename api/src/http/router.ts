@@ -13,6 +13,7 @@ export function mountRoutes(app: Express, routes: RouteDef[], deps: AppDeps): vo
   for (const route of routes) {
     const handler: RequestHandler = async (req, res) => {
       res.locals.routeTemplate = route.path;
+      res.locals.operationId = route.operationId;
       const result = await runRoute(route, req, res, deps);
       sendResult(res, result);
     };
@@ -38,6 +39,7 @@ async function runRoute(route: RouteDef, req: Request, res: Response, deps: AppD
       route.auth,
       deps.authCache,
     );
+    res.locals.auth = auth; // for what runs when the answer is out (browser-telemetry's api_call)
   }
   const jsonAlternative = route.jsonAlternative !== undefined && Boolean(req.is(['application/json', 'application/*+json']));
   if (route.bodyType === 'raw' || (route.bodyType === 'multipart' && !jsonAlternative)) checkStreamedBody(req, route.bodyType);
