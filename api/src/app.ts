@@ -14,6 +14,7 @@ import { mountRoutes } from './http/router.js';
 import { healthRoutes, type Lifecycle } from './modules/health/routes.js';
 import { INTERNAL_APP_JOBS, INTERNAL_APP_JOBS_MAX_BODY_BYTES } from './modules/apps/internal-wire.js';
 import { apiModules } from './modules/registry.js';
+import { recordBrowserApiCalls } from './modules/browser-telemetry/index.js';
 
 export const API_VERSION = '0.1.0';
 
@@ -84,6 +85,7 @@ export function buildApp(deps: AppDeps, services: AppServices): BuiltApp {
   app.use(INTERNAL_APP_JOBS, ...jsonParser(Math.max(deps.settings.maxBodyBytes, INTERNAL_APP_JOBS_MAX_BODY_BYTES)));
   app.use(...jsonParser(deps.settings.maxBodyBytes));
   app.use(limitJsonDepth);
+  app.use(recordBrowserApiCalls(deps));
   mountRoutes(app, routes, deps, services.auditLog);
   app.use(errorMiddleware(deps.log));
   return { app, routes, lifecycle };

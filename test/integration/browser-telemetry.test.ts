@@ -194,3 +194,25 @@ describe('categories', () => {
     expect(ended.body.length).toBeGreaterThan(0);
   }, 60_000);
 });
+
+describe('control events', () => {
+  it('records the API calls made on the session by its own project, and none of another project’s', async () => {
+    const res = await client.post('/browsers', { headless: true, telemetry: { enabled: true } });
+    expect(res.status, res.text).toBe(200);
+    const id = res.body.session_id as string;
+    try {
+      expect((await client.get(`/browsers/${id}`)).status).toBe(200);
+      const { http: other } = await newProject(http);
+      expect((await other.get(`/browsers/${id}`)).status).toBe(404);
+      const events = await eventuallyEvents(client, id, (all) => expect(ofType(all, 'api_call').length).toBeGreaterThan(0));
+      const calls = ofType(events, 'api_call');
+      expect(calls[0]!.event).toMatchObject({ category: 'control', source: { kind: 'kernel_api' } });
+      expect(calls[0]!.event.data).toMatchObject({ method: 'GET', path: '/browsers/{id_or_name}', status: 200 });
+      expect(calls.every((call) => call.event.data?.status === 200)).toBe(true);
+      // Reading telemetry is not itself recorded.
+      expect(calls.some((call) => String(call.event.data?.path).includes('/telemetry/'))).toBe(false);
+    } finally {
+      await client.delete(`/browsers/${id}`);
+    }
+  }, 60_000);
+});

@@ -18,6 +18,7 @@ export function mountRoutes(app: Express, routes: RouteDef[], deps: AppDeps, aud
     const audited = audit !== undefined && isAuditedRoute(route);
     const handler: RequestHandler = async (req, res) => {
       res.locals.routeTemplate = route.path;
+      res.locals.operationId = route.operationId;
       const watch = audited ? new CallWatch(route, req, res, audit, deps.clock.now()) : undefined;
       const result = await runRoute(route, req, res, deps, watch);
       watch?.answered(result);
@@ -47,6 +48,7 @@ async function runRoute(route: RouteDef, req: Request, res: Response, deps: AppD
       watch && ((key) => watch.identified(key)),
     );
     watch?.actsIn(auth.project?.id ?? null);
+    res.locals.auth = auth; // for what runs when the answer is out (browser-telemetry's api_call)
   }
   const jsonAlternative = route.jsonAlternative !== undefined && Boolean(req.is(['application/json', 'application/*+json']));
   if (route.bodyType === 'raw' || (route.bodyType === 'multipart' && !jsonAlternative)) checkStreamedBody(req, route.bodyType);
