@@ -107,7 +107,9 @@ async function sameAsNowhere(probe: Probe, res: Sent, identity: Identity): Promi
 const expectationFor = (identity: Identity, probe: Probe): Expect | null =>
   probe.operation.scope === 'org' ? identity.onOrgRoute(probe.naming) : identity.onProjectRoute(probe.naming);
 
-describe('authorisation matrix over every operation of /openapi.json', () => {
+// Thousands of requests per case (every operation × every identity): a case takes ~20 s on
+// an idle 2-core machine and well over the tier's 30 s default under load.
+describe('authorisation matrix over every operation of /openapi.json', { timeout: 300_000 }, () => {
   it('refuses every identity but A on A’s resources, with a clean error that shows nothing of A’s, and changes none of A’s rows', async () => {
     const before = await snapshotRows(app.database.db, VOLATILE_COLUMNS);
     const failures: string[] = [];
