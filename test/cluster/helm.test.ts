@@ -239,9 +239,9 @@ describe('helm install of charts/browserplane on a real node', () => {
     try {
       const replay = await kernel.browsers.replays.start(id, { framerate: 5, max_duration_in_seconds: 60 });
       const marked = await kernel.browsers.playwright.execute(id, {
-        code: "await page.goto('data:text/html,<title>x</title>'); await page.setContent('<body style=\"background:#c00\"><script>console.log(\"from a pod page\")</script></body>'); await page.waitForTimeout(1500); await page.goto('about:blank'); return await page.evaluate(() => document.documentElement.dataset.ext ?? 'none');",
+        code: `await page.goto('data:text/html,<title>x</title>'); await page.setContent('<body style=\"background:#c00\"><script>console.log(\"from a pod page\")</script></body>'); await page.waitForTimeout(1500); await page.goto(${JSON.stringify(`${apiUrl}/healthz`)}); return await page.evaluate(() => document.documentElement.dataset.ext ?? 'none');`,
       });
-      expect(marked, marked.error).toMatchObject({ success: true });
+      expect(marked, marked.error).toMatchObject({ success: true, result: 'loaded' });
 
       await kernel.browsers.replays.stop(replay.replay_id, { id });
       const video = await eventually(
