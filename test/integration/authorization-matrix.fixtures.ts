@@ -7,6 +7,7 @@ import type { Tenant, TestApp } from '../support/test-app.js';
 import type { CreatedApiKey } from './api-keys.fixtures.js';
 import { insertDeployment, setDeploymentStatus } from '../../api/src/modules/apps/deployments-store.js';
 import { insertReplay } from '../../api/src/modules/replays/store.js';
+import { insertExtension } from '../../api/src/modules/extensions/store.js';
 
 /**
  * Tenant A ("alpha") owning one of every resource, the identities that must not reach
@@ -88,6 +89,15 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     started_at: clock.now(),
     expires_at: new Date(clock.now().getTime() + 7 * DAY_MS),
   });
+  // Written directly (the matrix's client sends JSON, an upload is multipart); its bytes are never read here.
+  const extension = await insertExtension(app.database.db, { orgId: tenant.orgId, projectId: tenant.defaultProjectId }, {
+    name: 'alpha-extension',
+    archive: Buffer.from('alpha-extension-bytes'),
+    checksum: null,
+    manifestName: 'alpha manifest',
+    manifestVersion: '1.0',
+    now: clock.now(),
+  });
   // Written directly: a deployment made over HTTP would start a real build (npm) in the background.
   const deployment = await insertDeployment(app.database.db, { orgId: tenant.orgId, projectId: tenant.defaultProjectId }, {
     id: 'dep_alpha_matrix',
@@ -122,6 +132,7 @@ export async function arrangeAlpha(app: TestApp, clock: FixedClock): Promise<Alp
     '/auth/connections': { id: connection.id },
     '/deployments': { id: deployment.id },
     '/org/credential_providers': { id: provider.id, name: provider.name },
+    '/extensions': { id: extension.id, name: extension.name! },
   };
   const secrets = [
     tenant.orgId,

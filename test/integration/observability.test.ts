@@ -13,6 +13,8 @@ const PROFILE_ARCHIVE = '/internal/browsers/{session_id}/profile';
 // The agent's replay upload (and failure report), likewise (modules/replays/side-door.ts).
 const REPLAY_SIDE_DOOR = ['/internal/replays/{replay_id}/video', '/internal/replays/{replay_id}/video/failure'];
 const PUBLIC_PATHS = ['/healthz', '/readyz', '/health', '/status', '/metrics', '/openapi.json', '/browsers/{session_id}/live', '/live-view/*path', PROFILE_ARCHIVE, PROFILE_ARCHIVE, ...REPLAY_SIDE_DOOR,
+  // The agent's side doors for telemetry and extensions: authorised by a purpose-scoped token.
+  '/internal/browsers/{session_id}/telemetry', '/internal/browsers/{session_id}/extensions/{extension_id}',
   // The hosted login page: authorised by its handoff code and page-session cookie.
   '/auth/hosted/{flow_id}', '/auth/hosted-assets/{file}', '/auth/hosted/{flow_id}/session', '/auth/hosted/{flow_id}/state',
   '/auth/hosted/{flow_id}/submit', '/auth/hosted/{flow_id}/events'];
