@@ -222,6 +222,73 @@ describe('helm install of charts/browserplane on a real node', () => {
     await eventually(async () => (await spareGauge()) === 2, { timeoutMs: 240_000, intervalMs: 1000, what: 'the spare to be replaced', retryErrors: true });
   }, 600_000);
 
+  it('replaces a browser whose container is killed', async () => {
+    const [victim] = await browserPodsOfPool(apiPoolId);
+    const containerId = victim!.status!.containerStatuses![0]!.containerID!.replace(/^containerd:\/\//, '');
+    await promisify(execFile)('ctr', ['--address', cluster.containerdSocket, '-n', 'k8s.io', 'tasks', 'kill', '-s', 'SIGKILL', containerId]);
+    const replacement = await eventually(
+      async () => {
+        const pods = await browserPodsOfPool(apiPoolId);
+        return pods.find((pod) => pod.metadata!.uid !== victim!.metadata!.uid && isReady(pod));
+      },
+      { timeoutMs: 240_000, intervalMs: 500, what: 'a new ready browser pod for the pool', retryErrors: true },
+    );
+    expect(replacement.metadata!.name).not.toBe(victim!.metadata!.name);
+    await eventually(async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 1, { timeoutMs: 120_000, intervalMs: 500, what: 'the pool to be full again', retryErrors: true });
+  }, 300_000);
+
+  it('hands the operator lease to the standby when the leader pod is deleted, and the standby reconciles', async () => {
+    const leaseName = `${RELEASE}-operator`;
+    const before = (await leases.readNamespacedLease({ name: leaseName, namespace })).spec!.holderIdentity!;
+    const operators = (await podsOf('app.kubernetes.io/component=operator')).map((pod) => pod.metadata!.name!);
+    expect(operators).toContain(before);
+    const started = Date.now();
+    await core.deleteNamespacedPod({ name: before, namespace });
+    const after = await eventually(
+      async () => {
+        const holder = (await leases.readNamespacedLease({ name: leaseName, namespace })).spec!.holderIdentity;
+        // Released on SIGTERM, the Lease has no holder ('') until a replica takes it.
+        return holder && holder !== before ? holder : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 500, what: 'another holder', retryErrors: true },
+    );
+    timings.operatorFailoverMs = Date.now() - started;
+    // The deleted leader hands the Lease back on SIGTERM; whichever live replica campaigns
+    // first takes it: the standby, or the pod the Deployment starts in the leader's place.
+    const live = (await podsOf('app.kubernetes.io/component=operator')).filter((pod) => !pod.metadata!.deletionTimestamp).map((pod) => pod.metadata!.name!);
+    expect(live).toContain(after);
+    console.log(`operator failover: the Lease went to ${operators.includes(after) ? 'the standby' : 'the replacement pod'} (${after})`);
+    // The new leader acts: a pool grown through the API fills.
+    await kernel.browserPools.update('api-pool', { size: 2 });
+    await eventually(async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 2, { timeoutMs: 240_000, intervalMs: 500, what: 'the pool to grow to 2', retryErrors: true });
+  }, 400_000);
+
+  it('rolls out a changed value with helm upgrade', async () => {
+    const before = (await podsOf('app.kubernetes.io/component=api')).map((pod) => pod.metadata!.uid);
+    // Spares off as well: the new API closes the spare pods the old one kept (before the uninstall below).
+    // And api.internalUrl: there is no cluster DNS in this tier, so browser pods reach the API's
+    // side doors (extensions, telemetry, recordings) at its Service's clusterIP from now on.
+    await helmIn('upgrade', RELEASE, CHART, '-f', valuesFile, '--set', 'api.logLevel=debug', '--set', 'api.spareBrowsers=0', '--set', `api.internalUrl=${apiUrl}`, '--wait', '--timeout', '5m');
+    const deployment = await apps.readNamespacedDeployment({ name: `${RELEASE}-api`, namespace });
+    const env = deployment.spec!.template.spec!.containers[0]!.env ?? [];
+    expect(env.find((e) => e.name === 'LOG_LEVEL')?.value).toBe('debug');
+    expect(env.find((e) => e.name === 'BROWSERPLANE_INTERNAL_URL')?.value).toBe(apiUrl);
+    const pods = await eventually(
+      async () => {
+        const now = (await podsOf('app.kubernetes.io/component=api')).filter((pod) => !pod.metadata!.deletionTimestamp);
+        return now.length === 1 && !before.includes(now[0]!.metadata!.uid) && isReady(now[0]!) && now;
+      },
+      { timeoutMs: 180_000, intervalMs: 500, what: 'the new API pod to be ready', retryErrors: true },
+    );
+    expect(pods).toHaveLength(1);
+    // The data outlives the rollout: the pools are still there. The Service reaches the new
+    // pod once kube-proxy has its endpoint, a moment after the pod is Ready: until then a
+    // request can go to the old pod's address and time out.
+    const pool = await eventually(async () => kernel.browserPools.retrieve('gitops-pool', { timeout: 10_000 }), { timeoutMs: 120_000, intervalMs: 1000, what: 'the API through its Service after the rollout', retryErrors: true });
+    expect(pool.id).toBe(gitopsPoolId);
+    await eventually(async () => (await podsOf('browserplane.dev/spare=true')).length === 0, { timeoutMs: 180_000, intervalMs: 500, what: 'the spare pods to end', retryErrors: true });
+  }, 400_000);
+
   it('in a browser pod through the API Service: an uploaded extension marks pages, a replay records an MP4, telemetry sees console.log, and supervisor logs show Chromium', async () => {
     // A small MV3 extension whose content script marks every page.
     const zip = new yazl.ZipFile();
@@ -270,70 +337,6 @@ describe('helm install of charts/browserplane on a real node', () => {
       await kernel.browsers.deleteByID(id);
     }
   }, 300_000);
-
-  it('replaces a browser whose container is killed', async () => {
-    const [victim] = await browserPodsOfPool(apiPoolId);
-    const containerId = victim!.status!.containerStatuses![0]!.containerID!.replace(/^containerd:\/\//, '');
-    await promisify(execFile)('ctr', ['--address', cluster.containerdSocket, '-n', 'k8s.io', 'tasks', 'kill', '-s', 'SIGKILL', containerId]);
-    const replacement = await eventually(
-      async () => {
-        const pods = await browserPodsOfPool(apiPoolId);
-        return pods.find((pod) => pod.metadata!.uid !== victim!.metadata!.uid && isReady(pod));
-      },
-      { timeoutMs: 240_000, intervalMs: 500, what: 'a new ready browser pod for the pool', retryErrors: true },
-    );
-    expect(replacement.metadata!.name).not.toBe(victim!.metadata!.name);
-    await eventually(async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 1, { timeoutMs: 120_000, intervalMs: 500, what: 'the pool to be full again', retryErrors: true });
-  }, 300_000);
-
-  it('hands the operator lease to the standby when the leader pod is deleted, and the standby reconciles', async () => {
-    const leaseName = `${RELEASE}-operator`;
-    const before = (await leases.readNamespacedLease({ name: leaseName, namespace })).spec!.holderIdentity!;
-    const operators = (await podsOf('app.kubernetes.io/component=operator')).map((pod) => pod.metadata!.name!);
-    expect(operators).toContain(before);
-    const started = Date.now();
-    await core.deleteNamespacedPod({ name: before, namespace });
-    const after = await eventually(
-      async () => {
-        const holder = (await leases.readNamespacedLease({ name: leaseName, namespace })).spec!.holderIdentity;
-        // Released on SIGTERM, the Lease has no holder ('') until a replica takes it.
-        return holder && holder !== before ? holder : undefined;
-      },
-      { timeoutMs: 120_000, intervalMs: 500, what: 'another holder', retryErrors: true },
-    );
-    timings.operatorFailoverMs = Date.now() - started;
-    // The deleted leader hands the Lease back on SIGTERM; whichever live replica campaigns
-    // first takes it: the standby, or the pod the Deployment starts in the leader's place.
-    const live = (await podsOf('app.kubernetes.io/component=operator')).filter((pod) => !pod.metadata!.deletionTimestamp).map((pod) => pod.metadata!.name!);
-    expect(live).toContain(after);
-    console.log(`operator failover: the Lease went to ${operators.includes(after) ? 'the standby' : 'the replacement pod'} (${after})`);
-    // The new leader acts: a pool grown through the API fills.
-    await kernel.browserPools.update('api-pool', { size: 2 });
-    await eventually(async () => (await kernel.browserPools.retrieve('api-pool')).available_count === 2, { timeoutMs: 240_000, intervalMs: 500, what: 'the pool to grow to 2', retryErrors: true });
-  }, 400_000);
-
-  it('rolls out a changed value with helm upgrade', async () => {
-    const before = (await podsOf('app.kubernetes.io/component=api')).map((pod) => pod.metadata!.uid);
-    // Spares off as well: the new API closes the spare pods the old one kept (before the uninstall below).
-    await helmIn('upgrade', RELEASE, CHART, '-f', valuesFile, '--set', 'api.logLevel=debug', '--set', 'api.spareBrowsers=0', '--wait', '--timeout', '5m');
-    const deployment = await apps.readNamespacedDeployment({ name: `${RELEASE}-api`, namespace });
-    const env = deployment.spec!.template.spec!.containers[0]!.env ?? [];
-    expect(env.find((e) => e.name === 'LOG_LEVEL')?.value).toBe('debug');
-    const pods = await eventually(
-      async () => {
-        const now = (await podsOf('app.kubernetes.io/component=api')).filter((pod) => !pod.metadata!.deletionTimestamp);
-        return now.length === 1 && !before.includes(now[0]!.metadata!.uid) && isReady(now[0]!) && now;
-      },
-      { timeoutMs: 180_000, intervalMs: 500, what: 'the new API pod to be ready', retryErrors: true },
-    );
-    expect(pods).toHaveLength(1);
-    // The data outlives the rollout: the pools are still there. The Service reaches the new
-    // pod once kube-proxy has its endpoint, a moment after the pod is Ready: until then a
-    // request can go to the old pod's address and time out.
-    const pool = await eventually(async () => kernel.browserPools.retrieve('gitops-pool', { timeout: 10_000 }), { timeoutMs: 120_000, intervalMs: 1000, what: 'the API through its Service after the rollout', retryErrors: true });
-    expect(pool.id).toBe(gitopsPoolId);
-    await eventually(async () => (await podsOf('browserplane.dev/spare=true')).length === 0, { timeoutMs: 180_000, intervalMs: 500, what: 'the spare pods to end', retryErrors: true });
-  }, 400_000);
 
   it('helm uninstall leaves no pod, lease or Secret behind but the kept encryption key', async () => {
     await kubectl('delete', 'browserpool', 'gitops-pool', '--wait=true', '--timeout=120s');
