@@ -1,0 +1,32 @@
+import { chmod, mkdir } from 'node:fs/promises';
+import path from 'node:path';
+
+/**
+ * What the file stores (profiles, recordings) share: a root directory that only the
+ * service can enter (browsers run as session uids on this host, and stored profiles and
+ * recordings are theirs to read only through the API), made on first use, and paths built
+ * only from ids we generated.
+ */
+
+const SAFE_SEGMENT = /^[A-Za-z0-9_-]{1,128}$/;
+
+/** Makes `root` (mode 0700) once; a failure is retried by the next call. */
+export function privateRoot(root: string): () => Promise<void> {
+  let rootReady: Promise<void> | undefined;
+  return () =>
+    (rootReady ??= (async () => {
+      await mkdir(root, { recursive: true, mode: 0o700 });
+      await chmod(root, 0o700);
+    })().catch((error: unknown) => {
+      rootReady = undefined;
+      throw error;
+    }));
+}
+
+/** `root/<segment>/…`; a segment that is not a plain token is refused, never turned into a path. */
+export function pathUnder(root: string, kind: string, segments: string[]): string {
+  for (const segment of segments) {
+    if (!SAFE_SEGMENT.test(segment)) throw new Error(`unsafe ${kind} path segment ${JSON.stringify(segment)}`);
+  }
+  return path.join(root, ...segments);
+}
