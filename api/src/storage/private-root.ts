@@ -16,7 +16,14 @@ export function privateRoot(root: string): () => Promise<void> {
   return () =>
     (rootReady ??= (async () => {
       await mkdir(root, { recursive: true, mode: 0o700 });
-      await chmod(root, 0o700);
+      try {
+        await chmod(root, 0o700);
+      } catch (error) {
+        // A volume's mount point (a pod's emptyDir or claim: root's, group fsGroup) cannot be
+        // changed by the service's uid: it keeps the volume's mode, and what the stores make
+        // under it (one directory per org, mode 0700) is the service's own.
+        if ((error as NodeJS.ErrnoException).code !== 'EPERM') throw error;
+      }
     })().catch((error: unknown) => {
       rootReady = undefined;
       throw error;
