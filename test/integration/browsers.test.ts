@@ -155,7 +155,7 @@ describe('POST /browsers', () => {
     ['a profile with both id and name', { profile: { id: 'prof_x', name: 'x' } }, ['body.profile']],
     ['a profile with neither', { profile: { save_changes: true } }, ['body.profile']],
     ['a profile name with a space', { profile: { name: 'my profile' } }, ['body.profile.name']],
-    ['an extension', { extensions: [{ name: 'adblock' }] }, ['body.extensions']],
+    ['an extension with both id and name', { extensions: [{ id: 'ext_x', name: 'x' }] }, ['body.extensions.0']],
     ['an empty proxy_id', { proxy_id: '' }, ['body.proxy_id']],
     ['telemetry enabled false with categories', { telemetry: { enabled: false, browser: { page: { enabled: true } } } }, ['body.telemetry.browser']],
     ['an unknown telemetry category', { telemetry: { browser: { audio: { enabled: true } } } }, ['body.telemetry.browser']],
