@@ -2,8 +2,7 @@ import type { Logger } from 'pino';
 import type { ExtensionTarget } from '../../../contract/launch-spec.js';
 import type { RunningChromium } from '../chromium.js';
 import type { ConnectionTracker } from '../connections.js';
-import { captureCookies, restorableCookies, type CdpCookie } from '../reset.js';
-import { extensionFlags, fetchExtensions } from './unpack.js';
+import type { CdpCookie } from '../reset.js';
 
 /**
  * A browser's extensions: those of the launch spec, fetched before Chromium starts, and
@@ -40,8 +39,11 @@ export class ExtensionLoader {
 
   constructor(private readonly host: RestartHost) {}
 
+  /** --load-extension for the unpacked folders; nothing for a browser without extensions. */
   flags(): string[] {
-    return extensionFlags(this.dirs);
+    if (this.dirs.length === 0) return [];
+    if (this.dirs.some((dir) => dir.includes(','))) throw new Error('an extension folder path holds a comma, which --load-extension cannot take');
+    return [`--load-extension=${this.dirs.join(',')}`];
   }
 
   loadedNames(): string[] {
@@ -50,6 +52,8 @@ export class ExtensionLoader {
 
   async fetchAtStart(targets: ExtensionTarget[] | undefined, options: { workRoot: string; signal: AbortSignal; log: Logger }): Promise<void> {
     if (!targets?.length) return;
+    // Loaded only for a browser with extensions (the zip reader and the fetch), as reset.js below.
+    const { fetchExtensions } = await import('./unpack.js');
     this.dirs.push(...(await fetchExtensions(targets, options)));
     this.names.push(...targets.map((t) => t.name));
   }
@@ -69,6 +73,7 @@ export class ExtensionLoader {
     const release = host.connections.holdNewConnections();
     this.restarting = true;
     try {
+      const { captureCookies } = await import('../reset.js');
       const cookies = await captureCookies(old).catch((error: unknown) => {
         host.log.warn({ err: error }, 'cookies could not be read before the restart: session cookies are lost');
         return undefined;
@@ -108,6 +113,7 @@ export class ExtensionLoader {
 async function restoreCookies(chromium: RunningChromium, cookies: CdpCookie[] | undefined, log: Logger): Promise<void> {
   const session = (cookies ?? []).filter((cookie) => cookie.session);
   if (session.length === 0) return;
+  const { restorableCookies } = await import('../reset.js');
   await chromium.cdp.command('Storage.setCookies', { cookies: restorableCookies(session, Date.now()) }).catch((error: unknown) => {
     log.warn({ err: error }, 'session cookies could not be set again after the restart');
   });

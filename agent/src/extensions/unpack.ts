@@ -77,9 +77,3 @@ function download(url: string, signal: AbortSignal): Promise<Buffer> {
   });
 }
 
-/** Chromium's flag for the loaded folders (none: no flag). */
-export function extensionFlags(dirs: string[]): string[] {
-  if (dirs.length === 0) return [];
-  if (dirs.some((dir) => dir.includes(','))) throw new Error('an extension folder path holds a comma, which --load-extension cannot take');
-  return [`--load-extension=${dirs.join(',')}`];
-}
