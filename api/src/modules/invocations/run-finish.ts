@@ -77,6 +77,10 @@ export async function finishRun(deps: AppDeps, scope: Scope, invocationId: strin
       ...(result.ok ? { output: result.output ?? 'null' } : { output: errorOutput(result.error), statusReason: result.error }),
       now: deps.clock.now(),
     });
+    // The run's key and tokens die with the result, in its transaction: a client that sees
+    // the run end can no longer use them (releaseRun below does it again, for the other ends).
+    await revokeRunKeys(tx, invocationId, deps.clock.now());
+    await revokeAppJobTokens(tx, 'run', invocationId, deps.clock.now());
     await deps.events.publish(invocationChannel(row.id), { id: row.id, status: row.status }, tx);
     return true;
   });
