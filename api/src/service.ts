@@ -218,6 +218,8 @@ function listen(app: Express, port: number, host: string): Promise<Server> {
 async function drain(server: Server, timeoutMs: number, log: Logger): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
+  // Until here the listener took connections (recordings and profiles were handed over through it; /readyz said 503).
+  log.info({ timeoutMs }, 'shutting down: listener closed, waiting for requests in flight');
   const deadline = setTimeout(() => {
     log.warn({ timeoutMs }, 'requests still open at the shutdown deadline; closing them');
     server.closeAllConnections();

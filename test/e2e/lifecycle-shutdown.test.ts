@@ -73,6 +73,8 @@ describe('graceful shutdown', () => {
 
     process.kill(service.pid, 'SIGTERM');
     await service.waitForLog((line) => line.msg === 'shutting down: draining requests', 10_000);
+    // Recordings and profiles are handed over through the listener first; then it closes.
+    await service.waitForLog((line) => line.msg === 'shutting down: listener closed, waiting for requests in flight', 10_000);
     await expect(fetch(`${service.url}/healthz`)).rejects.toThrow();
     expect(postgresPids(service.dataDir)).not.toHaveLength(0); // the database outlives the drain
 
