@@ -22,7 +22,7 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
 
-/** The browser file API's limits: the API passes them to local agents, the operator to browser pods (AGENT_FS_*). */
+/** The browser file API's and log streams' limits: the API passes them to local agents, the operator to browser pods (AGENT_FS_*, AGENT_LOGS_*). */
 export const browserFsLimitFields = {
   BROWSERPLANE_BROWSER_DISK_QUOTA_MB: z.coerce
     .number()
@@ -40,6 +40,13 @@ export const browserFsLimitFields = {
   BROWSERPLANE_BROWSER_FS_MAX_WALK_ENTRIES: positiveInt(100_000_000)
     .default(100_000)
     .describe('Most entries one directory walk of a browser\'s files visits (download_dir_zip, the quota\'s measure)'),
+  // The log streams' limits (docs/logs.md), passed as AGENT_LOGS_*; the agent's own defaults are the same.
+  BROWSERPLANE_BROWSER_LOG_STREAMS_MAX: positiveInt(1024).default(8).describe('Log streams open at once on one browser; one more is 409 log_stream_limit_reached'),
+  BROWSERPLANE_BROWSER_LOG_LINE_KB: positiveInt(1024).default(16).describe('Longest log line sent, KiB; the rest is cut'),
+  BROWSERPLANE_BROWSER_LOG_TAIL_LINES: positiveInt(1_000_000).default(1000).describe('Lines of a file\'s end a path log stream sends first'),
+  BROWSERPLANE_BROWSER_LOG_TAIL_KB: positiveInt(1024 * 1024).default(1024).describe('How far back from a file\'s end those lines are looked for, KiB'),
+  BROWSERPLANE_BROWSER_LOG_RING_LINES: positiveInt(1_000_000).default(1000).describe('Lines kept per supervised process of a browser (chromium, agent, xvfb, x11vnc)'),
+  BROWSERPLANE_BROWSER_LOG_RING_KB: positiveInt(1024 * 1024).default(1024).describe('Bytes kept per supervised process of a browser, KiB; the oldest lines go first'),
 };
 
 export const configSchema = z.object({
@@ -243,7 +250,7 @@ export function databaseTimeouts(config: Config): DatabaseTimeouts {
 /** The browser file API's limits as the agent's AGENT_FS_* variables (agent/src/config.ts). */
 export type BrowserFsLimits = { [K in keyof typeof browserFsLimitFields]: z.infer<(typeof browserFsLimitFields)[K]> };
 
-export function agentFsEnv(config: BrowserFsLimits): Record<`AGENT_FS_${string}`, string> {
+export function agentFsEnv(config: BrowserFsLimits): Record<`AGENT_${'FS' | 'LOGS'}_${string}`, string> {
   return {
     AGENT_FS_QUOTA_MB: String(config.BROWSERPLANE_BROWSER_DISK_QUOTA_MB),
     AGENT_FS_ZIP_MAX_MB: String(config.BROWSERPLANE_BROWSER_ZIP_MAX_MB),
@@ -251,6 +258,12 @@ export function agentFsEnv(config: BrowserFsLimits): Record<`AGENT_FS_${string}`
     AGENT_FS_ZIP_MAX_RATIO: String(config.BROWSERPLANE_BROWSER_ZIP_MAX_RATIO),
     AGENT_FS_MAX_DEPTH: String(config.BROWSERPLANE_BROWSER_FS_MAX_DEPTH),
     AGENT_FS_MAX_WALK_ENTRIES: String(config.BROWSERPLANE_BROWSER_FS_MAX_WALK_ENTRIES),
+    AGENT_LOGS_MAX_STREAMS: String(config.BROWSERPLANE_BROWSER_LOG_STREAMS_MAX),
+    AGENT_LOGS_LINE_KB: String(config.BROWSERPLANE_BROWSER_LOG_LINE_KB),
+    AGENT_LOGS_TAIL_LINES: String(config.BROWSERPLANE_BROWSER_LOG_TAIL_LINES),
+    AGENT_LOGS_TAIL_KB: String(config.BROWSERPLANE_BROWSER_LOG_TAIL_KB),
+    AGENT_LOGS_RING_LINES: String(config.BROWSERPLANE_BROWSER_LOG_RING_LINES),
+    AGENT_LOGS_RING_KB: String(config.BROWSERPLANE_BROWSER_LOG_RING_KB),
   };
 }
 

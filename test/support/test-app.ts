@@ -79,7 +79,7 @@ export async function startTestApp(
      */
     background?: { reaperIntervalMs?: number; poolIntervalMs?: number; jobs?: boolean; jobPollIntervalMs?: number };
     /** The browser file API's limits for the agents (AGENT_FS_*), as the service passes them from its config. */
-    agentFsEnv?: Record<`AGENT_FS_${string}`, string>;
+    agentFsEnv?: Record<`AGENT_${'FS' | 'LOGS'}_${string}`, string>;
   } = {},
 ): Promise<TestApp> {
   const database = await freshDatabase();

@@ -63,11 +63,12 @@ describe('the browser pod’s agent token', () => {
   });
 
   const operatorEnv = { BROWSERPLANE_ENCRYPTION_KEY: 'a'.repeat(64), BROWSERPLANE_BROWSER_POD: JSON.stringify({ image: 'browserplane/browser:1' }) };
-  it('hands the file API limits to the agent, as the operator passes them from its settings', () => {
-    const limits = agentFsEnv(parseOperatorConfig({ ...operatorEnv, BROWSERPLANE_BROWSER_DISK_QUOTA_MB: '256' }));
+  it('hands the file API and log stream limits to the agent, as the operator passes them from its settings', () => {
+    const limits = agentFsEnv(parseOperatorConfig({ ...operatorEnv, BROWSERPLANE_BROWSER_DISK_QUOTA_MB: '256', BROWSERPLANE_BROWSER_LOG_STREAMS_MAX: '3' }));
     const env = browserPod(spec, { ...base, agentEnv: limits }).spec!.containers[0]!.env!;
     expect(env.find((e) => e.name === 'AGENT_FS_QUOTA_MB')).toEqual({ name: 'AGENT_FS_QUOTA_MB', value: '256' });
-    expect(env.filter((e) => e.name.startsWith('AGENT_FS_')).map((e) => e.name).sort()).toEqual(Object.keys(limits).sort());
+    expect(env.find((e) => e.name === 'AGENT_LOGS_MAX_STREAMS')).toEqual({ name: 'AGENT_LOGS_MAX_STREAMS', value: '3' });
+    expect(env.filter((e) => /^AGENT_(FS|LOGS)_/.test(e.name)).map((e) => e.name).sort()).toEqual(Object.keys(limits).sort());
     // The defaults when nothing is set: the documented 1024 MiB quota.
     expect(agentFsEnv(parseOperatorConfig(operatorEnv)).AGENT_FS_QUOTA_MB).toBe('1024');
     expect(browserPod(spec, base).spec!.containers[0]!.env!.some((e) => e.name.startsWith('AGENT_FS_'))).toBe(false);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseFsLimits } from '../../agent/src/config.js';
+import { LOG_LIMIT_DEFAULTS, parseLogLimits } from '../../agent/src/logs/limits.js';
 import { agentFsEnv, ConfigError, configHelp, configSchema, parseConfig } from '../../api/src/config.js';
 
 describe('config', () => {
@@ -16,7 +17,7 @@ describe('config', () => {
     expect(config.dataDir).toBe('/srv/app/.data');
   });
 
-  it('passes the browser file limits to the agents, whose defaults are the same', () => {
+  it('passes the browser file and log limits to the agents, whose defaults are the same', () => {
     const env = agentFsEnv(parseConfig({}));
     expect(env).toEqual({
       AGENT_FS_QUOTA_MB: '1024',
@@ -25,8 +26,17 @@ describe('config', () => {
       AGENT_FS_ZIP_MAX_RATIO: '100',
       AGENT_FS_MAX_DEPTH: '64',
       AGENT_FS_MAX_WALK_ENTRIES: '100000',
+      AGENT_LOGS_MAX_STREAMS: '8',
+      AGENT_LOGS_LINE_KB: '16',
+      AGENT_LOGS_TAIL_LINES: '1000',
+      AGENT_LOGS_TAIL_KB: '1024',
+      AGENT_LOGS_RING_LINES: '1000',
+      AGENT_LOGS_RING_KB: '1024',
     });
     expect(parseFsLimits(env)).toEqual(parseFsLimits({}));
+    expect(parseLogLimits(env)).toEqual(LOG_LIMIT_DEFAULTS);
+    expect(parseLogLimits(agentFsEnv(parseConfig({ BROWSERPLANE_BROWSER_LOG_STREAMS_MAX: '2' }))).maxStreams).toBe(2);
+    expect(() => parseConfig({ BROWSERPLANE_BROWSER_LOG_LINE_KB: '0' })).toThrow(ConfigError);
     expect(parseFsLimits({})).toMatchObject({ quotaBytes: 1024 * 1024 * 1024, maxDepth: 64 });
     expect(agentFsEnv(parseConfig({ BROWSERPLANE_BROWSER_DISK_QUOTA_MB: '0' })).AGENT_FS_QUOTA_MB).toBe('0');
     expect(() => parseConfig({ BROWSERPLANE_BROWSER_FS_MAX_DEPTH: '0' })).toThrow(ConfigError);

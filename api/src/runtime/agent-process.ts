@@ -69,7 +69,7 @@ export async function spawnAgent(options: {
   /** BROWSERPLANE_BLOCK_PRIVATE_NETWORKS and its allow list, for the agent's forwarder (contract/egress.ts). */
   egress?: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined };
   /** AGENT_FS_* limits of the file API (agent/src/config.ts parseFsLimits). */
-  fsEnv?: Record<`AGENT_FS_${string}`, string>;
+  fsEnv?: Record<`AGENT_${'FS' | 'LOGS'}_${string}`, string>;
 }): Promise<ChildProcess> {
   const log = await open(options.logFile, 'a', 0o600);
   try {

@@ -63,7 +63,7 @@ export interface LocalRuntimeOptions {
   /** Keeps every browser's traffic off loopback and private networks but these (contract/egress.ts). Default: off. */
   egress?: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined };
   /** The browser file API's limits for every agent (AGENT_FS_*; unset: the agent's defaults). */
-  agentFsEnv?: Record<`AGENT_FS_${string}`, string>;
+  agentFsEnv?: Record<`AGENT_${'FS' | 'LOGS'}_${string}`, string>;
   /**
    * The uids sessions' browsers run as, one each (uid-pool.ts), when the service runs as
    * root. Default: DEFAULT_SESSION_UIDS.

@@ -32,7 +32,7 @@ export interface AgentSpawnSettings {
   chromePath: string | undefined;
   logLevel: string;
   egress: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined } | undefined;
-  fsEnv: Record<`AGENT_FS_${string}`, string> | undefined;
+  fsEnv: Record<`AGENT_${'FS' | 'LOGS'}_${string}`, string> | undefined;
 }
 
 export class StandbyAgents {
