@@ -1,4 +1,5 @@
 import type { Request, Response } from 'express';
+import { streamLife } from './sse-life.js';
 
 /**
  * A resumable Server-Sent Events stream, as Kernel's telemetry stream frames it (CONTRACT
@@ -38,41 +39,28 @@ export function openResumableSse(req: Request, res: Response, options: Resumable
   res.setHeader('X-Accel-Buffering', 'no');
   res.flushHeaders();
   res.socket?.setNoDelay(true);
-  const listeners: (() => void)[] = [];
-  let closed = false;
-  const finish = () => {
-    if (closed) return;
-    closed = true;
-    clearInterval(timer);
-    options.shutdown.removeEventListener('abort', onShutdown);
-    for (const listener of listeners.splice(0)) listener();
-  };
+  const onShutdown = () => life.close();
+  const life = streamLife(res, options.shutdown, onShutdown, {
+    everyMs: options.keepaliveMs,
+    run: () => {
+      if (life.closed || res.writableEnded) return;
+      res.write(': keepalive\n\n');
+      options.onKeepalive?.();
+    },
+  });
   const stream: ResumableSseStream = {
     send(id, data) {
-      if (closed || res.writableEnded) return;
+      if (life.closed || res.writableEnded) return;
       res.write(`id: ${id}\ndata: ${JSON.stringify(data)}\n\n`);
     },
-    close() {
-      if (!res.writableEnded) res.end();
-      finish();
-    },
+    close: () => life.close(),
     get closed() {
-      return closed;
+      return life.closed;
     },
-    onClose(listener) {
-      if (closed) listener();
-      else listeners.push(listener);
-    },
+    onClose: (listener) => life.onClose(listener),
   };
-  const timer = setInterval(() => {
-    if (closed || res.writableEnded) return;
-    res.write(': keepalive\n\n');
-    options.onKeepalive?.();
-  }, options.keepaliveMs);
-  const onShutdown = () => stream.close();
-  options.shutdown.addEventListener('abort', onShutdown, { once: true });
-  req.on('close', finish);
-  res.on('close', finish);
+  req.on('close', life.finish);
+  res.on('close', life.finish);
   if (options.shutdown.aborted) onShutdown();
   return stream;
 }

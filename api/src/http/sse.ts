@@ -1,5 +1,6 @@
 import type { Request, Response } from 'express';
 import { Session } from 'better-sse';
+import { streamLife } from './sse-life.js';
 
 /**
  * Server-Sent Events as the SDK decodes them (CONTRACT §12.5): every frame is
@@ -47,34 +48,6 @@ export async function openSseStream(req: Request, res: Response, options: OpenSs
   });
   await new Promise<void>((resolve) => session.once('connected', resolve));
 
-  const listeners: Array<() => void> = [];
-  let closed = false;
-  const finish = () => {
-    if (closed) return;
-    closed = true;
-    clearInterval(timer);
-    options.shutdown.removeEventListener('abort', onShutdown);
-    for (const listener of listeners.splice(0)) listener();
-  };
-  const stream: SseStream = {
-    send(frame) {
-      if (closed || !session.isConnected) return;
-      // No id: the SDK ignores ids and these streams cannot be resumed.
-      session.push(frame, frame.event, '');
-    },
-    close() {
-      if (!res.writableEnded) res.end();
-      finish();
-    },
-    get closed() {
-      return closed;
-    },
-    onClose(listener) {
-      if (closed) listener();
-      else listeners.push(listener);
-    },
-  };
-  const timer = setInterval(() => stream.send(options.heartbeat()), options.heartbeatMs);
   const onShutdown = () => {
     stream.send({
       event: 'error',
@@ -83,8 +56,20 @@ export async function openSseStream(req: Request, res: Response, options: OpenSs
     });
     stream.close();
   };
-  options.shutdown.addEventListener('abort', onShutdown, { once: true });
-  session.once('disconnected', finish);
+  const life = streamLife(res, options.shutdown, onShutdown, { everyMs: options.heartbeatMs, run: () => stream.send(options.heartbeat()) });
+  const stream: SseStream = {
+    send(frame) {
+      if (life.closed || !session.isConnected) return;
+      // No id: the SDK ignores ids and these streams cannot be resumed.
+      session.push(frame, frame.event, '');
+    },
+    close: () => life.close(),
+    get closed() {
+      return life.closed;
+    },
+    onClose: (listener) => life.onClose(listener),
+  };
+  session.once('disconnected', life.finish);
   if (!session.isConnected || options.shutdown.aborted) onShutdown();
   return stream;
 }
