@@ -7,12 +7,13 @@
  */
 import { z } from 'zod';
 
-export const TELEMETRY_CATEGORIES = ['captcha', 'connection', 'console', 'control', 'interaction', 'monitor', 'network', 'page', 'screenshot', 'system'] as const;
+export const TELEMETRY_CATEGORIES = ['captcha', 'connection', 'console', 'control', 'interaction', 'monitor', 'network', 'page', 'platform', 'screenshot', 'system'] as const;
 export type TelemetryCategory = (typeof TELEMETRY_CATEGORIES)[number];
 
 /** Event type → category (CONTRACT §2.4); an event whose category does not match its type is refused. */
 export const TELEMETRY_TYPE_CATEGORY: Record<string, TelemetryCategory> = {
   api_call: 'control',
+  platform_api_call: 'platform',
   cdp_connect: 'connection',
   cdp_disconnect: 'connection',
   live_view_connect: 'connection',

@@ -195,22 +195,42 @@ describe('categories', () => {
   }, 60_000);
 });
 
-describe('control events', () => {
+describe('control and platform events', () => {
   it('records the API calls made on the session by its own project, and none of another project’s', async () => {
     const res = await client.post('/browsers', { headless: true, telemetry: { enabled: true } });
     expect(res.status, res.text).toBe(200);
     const id = res.body.session_id as string;
     try {
+      // A call that drives the browser is control (on by default); one that manages the session is platform (off).
       expect((await client.get(`/browsers/${id}`)).status).toBe(200);
+      const run = await client.post(`/browsers/${id}/playwright/execute`, { code: 'return 1 + 1;' });
+      expect(run.status, run.text).toBe(200);
       const { http: other } = await newProject(http);
       expect((await other.get(`/browsers/${id}`)).status).toBe(404);
+      expect((await other.post(`/browsers/${id}/playwright/execute`, { code: 'return 1;' })).status).toBe(404);
       const events = await eventuallyEvents(client, id, (all) => expect(ofType(all, 'api_call').length).toBeGreaterThan(0));
       const calls = ofType(events, 'api_call');
-      expect(calls[0]!.event).toMatchObject({ category: 'control', source: { kind: 'kernel_api' } });
-      expect(calls[0]!.event.data).toMatchObject({ method: 'GET', path: '/browsers/{id_or_name}', status: 200 });
-      expect(calls.every((call) => call.event.data?.status === 200)).toBe(true);
+      expect(calls).toHaveLength(1);
+      expect(calls[0]!.event).toMatchObject({ category: 'control', source: { kind: 'kernel_api', event: 'browserPlaywrightExecute' } });
+      expect(calls[0]!.event.data).toMatchObject({ method: 'POST', path: '/browsers/{id_or_name}/playwright/execute', status: 200, operation_id: 'browserPlaywrightExecute' });
+      expect(ofType(events, 'platform_api_call')).toEqual([]);
+
+      // Opting into platform: the session's management calls are recorded from then on.
+      const patched = await client.patch(`/browsers/${id}`, { telemetry: { browser: { platform: { enabled: true } } } });
+      expect(patched.status, patched.text).toBe(200);
+      expect((await client.get(`/browsers/${id}`)).status).toBe(200);
+      const later = await eventuallyEvents(client, id, (all) =>
+        expect(ofType(all, 'platform_api_call').some((call) => call.event.data?.operation_id === 'getBrowser')).toBe(true),
+      );
+      const platform = ofType(later, 'platform_api_call').find((call) => call.event.data?.operation_id === 'getBrowser')!;
+      expect(platform.event).toMatchObject({ category: 'platform', source: { kind: 'kernel_api', event: 'getBrowser' } });
+      expect(platform.event.data).toMatchObject({ method: 'GET', path: '/browsers/{id_or_name}', status: 200 });
       // Reading telemetry is not itself recorded.
-      expect(calls.some((call) => String(call.event.data?.path).includes('/telemetry/'))).toBe(false);
+      const filtered = await client.get(`/browsers/${id}/telemetry/events?offset=0&category=platform,control`);
+      expect(filtered.status).toBe(200);
+      expect(filtered.body.length).toBeGreaterThan(1);
+      const all = await client.get(`/browsers/${id}/telemetry/events?offset=0`);
+      expect(all.body.some((e: { event: { data?: { path?: string } } }) => String(e.event.data?.path).includes('/telemetry/'))).toBe(false);
     } finally {
       await client.delete(`/browsers/${id}`);
     }
