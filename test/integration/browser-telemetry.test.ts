@@ -230,7 +230,8 @@ describe('control and platform events', () => {
       expect(filtered.status).toBe(200);
       expect(filtered.body.length).toBeGreaterThan(1);
       const all = await client.get(`/browsers/${id}/telemetry/events?offset=0`);
-      expect(all.body.some((e: { event: { data?: { path?: string } } }) => String(e.event.data?.path).includes('/telemetry/'))).toBe(false);
+      const paths = (all.body as { event: { data?: { path?: string } } }[]).map((e) => String(e.event.data?.path));
+      expect(paths.some((path) => path.includes('/telemetry/'))).toBe(false);
     } finally {
       await client.delete(`/browsers/${id}`);
     }
