@@ -54,8 +54,14 @@ export const TELEMETRY_MAX_BATCH = 500;
 export const telemetrySpecSchema = z.object({
   /** The API's side door for this session, token included (purpose "telemetry"). */
   ingestUrl: z.string(),
-  /** The enabled categories; empty: nothing captured. */
-  categories: z.array(z.enum(TELEMETRY_CATEGORIES)),
+  /**
+   * The enabled categories; empty: nothing captured. A category this agent does not know
+   * is left out, not refused: an API newer than a running browser's image may name one.
+   */
+  categories: z
+    .array(z.string().max(64))
+    .max(64)
+    .transform((names) => names.filter((name): name is TelemetryCategory => (TELEMETRY_CATEGORIES as readonly string[]).includes(name))),
 });
 export type TelemetrySpec = z.infer<typeof telemetrySpecSchema>;
 
