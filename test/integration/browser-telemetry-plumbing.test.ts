@@ -121,6 +121,33 @@ describe('pool browsers', () => {
   }, 120_000);
 });
 
+describe('a pool browser that cannot take its pool’s telemetry back', () => {
+  it('is replaced at its release, not leased again with the lease’s categories', async () => {
+    const created = await client.post('/browser_pools', { name: `telemetry-fail-${Date.now()}`, size: 1, headless: true, fill_rate_per_minute: 6000, telemetry: { enabled: true } });
+    expect(created.status, created.text).toBe(200);
+    const poolId = created.body.id as string;
+    try {
+      await poolAvailable(poolId, 1);
+      const lease = await client.post(`/browser_pools/${poolId}/acquire`, { telemetry: { browser: { console: { enabled: true } } } });
+      expect(lease.status, lease.text).toBe(200);
+      const sessionId = lease.body.session_id as string;
+      // The agent refuses the pool's categories at the release (the reset itself succeeds).
+      const refused = vi.spyOn(app.deps.runtime, 'applySettings').mockRejectedValueOnce(new Error('the agent refused the settings'));
+      try {
+        expect((await client.post(`/browser_pools/${poolId}/release`, { session_id: sessionId })).status).toBe(204);
+        expect(refused).toHaveBeenCalledWith(sessionId, { telemetry: expect.objectContaining({ categories: ['captcha', 'connection', 'system'] }) });
+      } finally {
+        refused.mockRestore();
+      }
+      const row = (await db.query('SELECT deleted_reason FROM browser_sessions WHERE id = $1', [sessionId])).rows[0];
+      expect(row.deleted_reason).toBe('pool_reset_failed');
+      await poolAvailable(poolId, 1);
+    } finally {
+      await client.delete(`/browser_pools/${poolId}?force=true`).catch(() => undefined);
+    }
+  }, 120_000);
+});
+
 describe('a telemetry PATCH while the browser starts', () => {
   it('reaches the agent once it is up', async () => {
     // The launch waits for the test: the row is 'starting' until the gate opens.
