@@ -1,4 +1,5 @@
 import type { BrowserLaunchSpec, LiveBrowserSettings, ProfileTarget, ProxySpec, Viewport } from '../../contract/launch-spec.js';
+import type { TelemetryCategory, TelemetrySpec } from '../../contract/telemetry.js';
 
 /**
  * The agent's inputs that are plainly valid, read without zod. Loading zod and building
@@ -74,6 +75,22 @@ function profile(value: unknown): Read<ProfileTarget> {
   return isString(value.id) && isString(value.archiveUrl) && isBoolean(value.saveChanges) ? { id: value.id, archiveUrl: value.archiveUrl, saveChanges: value.saveChanges } : NOT_PLAIN;
 }
 
+/** TELEMETRY_CATEGORIES of contract/telemetry.ts (that module loads zod); the test keeps them equal. */
+export const TELEMETRY_CATEGORY_NAMES: readonly TelemetryCategory[] = ['captcha', 'connection', 'console', 'control', 'interaction', 'monitor', 'network', 'page', 'screenshot', 'system'];
+const isCategory = (value: unknown): value is TelemetryCategory => TELEMETRY_CATEGORY_NAMES.includes(value as TelemetryCategory);
+
+function telemetry(value: unknown): Read<TelemetrySpec> {
+  if (!plainObject(value) || !onlyKeys(value, ['ingestUrl', 'categories']) || !isString(value.ingestUrl) || !Array.isArray(value.categories)) return NOT_PLAIN;
+  const categories: TelemetryCategory[] = [];
+  // Indexed, not every(): a sparse array's holes are undefined to the schema.
+  for (let i = 0; i < value.categories.length; i++) {
+    const category: unknown = value.categories[i];
+    if (!isCategory(category)) return NOT_PLAIN;
+    categories.push(category);
+  }
+  return { ingestUrl: value.ingestUrl, categories };
+}
+
 function record<T>(value: unknown, accept: (field: unknown) => field is T): Read<Record<string, T>> {
   if (!plainObject(value)) return NOT_PLAIN;
   const copy: Record<string, T> = {};
@@ -86,7 +103,7 @@ function record<T>(value: unknown, accept: (field: unknown) => field is T): Read
 
 const anything = (field: unknown): field is unknown => field !== undefined;
 
-const SPEC_KEYS = ['browserId', 'orgId', 'projectId', 'headless', 'stealth', 'kioskMode', 'viewport', 'startUrl', 'proxy', 'chromePolicy', 'labels', 'profile'] as const;
+const SPEC_KEYS = ['browserId', 'orgId', 'projectId', 'headless', 'stealth', 'kioskMode', 'viewport', 'startUrl', 'proxy', 'chromePolicy', 'labels', 'profile', 'telemetry'] as const;
 
 /**
  * A launch spec as browserLaunchSpecSchema would return it, or undefined for the schema
@@ -108,19 +125,21 @@ export function plainLaunchSpec(raw: unknown): BrowserLaunchSpec | undefined {
     chromePolicy: Object.hasOwn(raw, 'chromePolicy') ? record(raw.chromePolicy, anything) : {},
     labels: Object.hasOwn(raw, 'labels') ? record(raw.labels, isString) : {},
     profile: optional(raw, 'profile', profile),
+    telemetry: optional(raw, 'telemetry', telemetry),
   };
-  return complete(spec, ['startUrl', 'proxy', 'profile']) as BrowserLaunchSpec | undefined;
+  return complete(spec, ['startUrl', 'proxy', 'profile', 'telemetry']) as BrowserLaunchSpec | undefined;
 }
 
 /** The body of POST /settings as liveBrowserSettingsSchema would return it, or undefined for the schema. */
 export function plainLiveSettings(raw: unknown): LiveBrowserSettings | undefined {
-  if (!plainObject(raw) || !onlyKeys(raw, ['proxy', 'viewport', 'profile'])) return undefined;
+  if (!plainObject(raw) || !onlyKeys(raw, ['proxy', 'viewport', 'profile', 'telemetry'])) return undefined;
   const settings = {
     proxy: optional(raw, 'proxy', (field) => (field === null ? null : proxy(field))),
     viewport: optional(raw, 'viewport', viewport),
     profile: optional(raw, 'profile', profile),
+    telemetry: optional(raw, 'telemetry', telemetry),
   };
-  return complete(settings, ['proxy', 'viewport', 'profile']);
+  return complete(settings, ['proxy', 'viewport', 'profile', 'telemetry']);
 }
 
 /**

@@ -8,6 +8,7 @@ import { IdleReaper, REAP_INTERVAL_MS } from './modules/browsers/reaper.js';
 import { MIN_FREE_MEMORY_BYTES } from './modules/browser-pools/fill.js';
 import { DEFAULT_SPARE_LEARN_MINUTES, SpareKeeper, SPARE_PASS_INTERVAL_MS } from './modules/browsers/spares.js';
 import { startReplaySweep } from './modules/replays/sweep.js';
+import { TelemetryRetentionSweep, TELEMETRY_SWEEP_INTERVAL_MS } from './modules/browser-telemetry/sweep.js';
 
 /**
  * The app's long-lived services, made once per app by whoever composes it (the service,
@@ -36,6 +37,8 @@ export interface BackgroundOptions {
   spares?: { intervalMs?: number } | false;
   /** The audit log's retention sweep (default AUDIT_SWEEP_INTERVAL_MS, hourly); false or absent: not swept here. */
   auditRetention?: { intervalMs?: number } | false;
+  /** Browser telemetry's retention sweep (default TELEMETRY_SWEEP_INTERVAL_MS); false or absent: not swept here. Stopped with the reaper. */
+  telemetryRetention?: { intervalMs?: number } | false;
 }
 
 export function createAppServices(deps: AppDeps): AppServices {
@@ -77,6 +80,8 @@ export async function startBackground(deps: AppDeps, services: AppServices, conn
       })
     : undefined;
   auditSweep?.start();
+  const telemetrySweep = options.telemetryRetention ? new TelemetryRetentionSweep(deps, { intervalMs: options.telemetryRetention.intervalMs ?? TELEMETRY_SWEEP_INTERVAL_MS }) : undefined;
+  telemetrySweep?.start();
   await services.flows.start({
     jobs: options.jobs !== false && options.jobs !== undefined,
     ...(options.jobs && options.jobs.pollIntervalMs ? { jobPollIntervalMs: options.jobs.pollIntervalMs } : {}),
@@ -86,7 +91,7 @@ export async function startBackground(deps: AppDeps, services: AppServices, conn
       await Promise.all([pools?.stop(), services.flows.stop(), spares?.stop()]);
     },
     async stopReaper() {
-      await Promise.all([reaper?.stop(), replaySweep?.stop()]);
+      await Promise.all([reaper?.stop(), replaySweep?.stop(), telemetrySweep?.stop()]);
     },
     async stopAuditSweep() {
       await auditSweep?.stop();

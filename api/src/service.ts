@@ -97,7 +97,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
     deps.settings.internalUrl = config.BROWSERPLANE_INTERNAL_URL ?? loopbackUrl(address);
     // After the internal URL is known: pool browsers with a profile fetch it from there.
     // The reaper, the pool fill, and login flows, health checks and re-auths (on the job queue).
-    const background = await startBackground(deps, services, cdpProxy.connections, { reaper: {}, pools: {}, jobs: {}, spares: {}, auditRetention: {} });
+    const background = await startBackground(deps, services, cdpProxy.connections, { reaper: {}, pools: {}, jobs: {}, spares: {}, auditRetention: {}, telemetryRetention: {} });
     log.info({ url, dataDir: config.dataDir, embeddedPostgres: Boolean(embedded) }, 'browserplane listening');
 
     return {

@@ -77,7 +77,7 @@ export async function startTestApp(
      * intervals. They work on the clock's time, so the clock is then the real one
      * unless one is given.
      */
-    background?: { reaperIntervalMs?: number; poolIntervalMs?: number; jobs?: boolean; jobPollIntervalMs?: number };
+    background?: { reaperIntervalMs?: number; poolIntervalMs?: number; jobs?: boolean; jobPollIntervalMs?: number; telemetrySweepIntervalMs?: number };
     /** The browser file API's limits for the agents (AGENT_FS_*), as the service passes them from its config. */
     agentFsEnv?: Record<`AGENT_${'FS' | 'LOGS'}_${string}`, string>;
   } = {},
@@ -135,6 +135,7 @@ export async function startTestApp(
   const background = await startBackground(deps, services, cdpProxy.connections, {
     reaper: options.background ? { intervalMs: options.background.reaperIntervalMs ?? REAP_INTERVAL_MS } : false,
     pools: options.background ? { intervalMs: options.background.poolIntervalMs ?? POOL_RECONCILE_INTERVAL_MS } : false,
+    telemetryRetention: options.background?.telemetrySweepIntervalMs ? { intervalMs: options.background.telemetrySweepIntervalMs } : false,
     jobs: options.background?.jobs === true ? (options.background.jobPollIntervalMs ? { pollIntervalMs: options.background.jobPollIntervalMs } : {}) : false,
   });
   const client = (key?: string, headers?: Record<string, string>) => new HttpClient(url, key, headers);

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { agentResetRequestSchema, agentSettingsRequestSchema, agentShutdownRequestSchema, MAX_START_URL_LENGTH as CONTRACT_MAX_START_URL_LENGTH } from '../../contract/agent-wire.js';
 import { BROWSER_ID_PATTERN, browserLaunchSpecSchema } from '../../contract/launch-spec.js';
-import { BROWSER_ID, MAX_START_URL_LENGTH, plainLaunchSpec, plainLiveSettings, plainResetRequest, plainShutdownRequest } from '../../agent/src/plain-input.js';
+import { TELEMETRY_CATEGORIES } from '../../contract/telemetry.js';
+import { BROWSER_ID, MAX_START_URL_LENGTH, plainLaunchSpec, plainLiveSettings, plainResetRequest, plainShutdownRequest, TELEMETRY_CATEGORY_NAMES } from '../../agent/src/plain-input.js';
 import { parseLaunchSpec } from '../../agent/src/config.js';
 
 /**
@@ -19,7 +20,16 @@ const SAMPLES: unknown[] = [
   { width: 800, height: 600, refreshRate: '60' }, { url: 'http://p.test' }, { url: 'http://p.test', username: 'u', password: 'p', bypassHosts: ['a.test'] },
   { url: 'http://p.test', bypassHosts: [1] }, { url: 1 }, { password: 'p' }, { id: 'p1', archiveUrl: 'http://a.test/x', saveChanges: true },
   { id: 'p1', archiveUrl: 'http://a.test/x' }, { id: 'p1', archiveUrl: 'http://a.test/x', saveChanges: 'yes' },
+  { ingestUrl: 'http://api.test/t?token=1.x', categories: ['console', 'network'] }, { ingestUrl: 'http://api.test/t', categories: [] },
+  { ingestUrl: 'http://api.test/t', categories: ['console', 'console'] }, { ingestUrl: 'http://api.test/t', categories: ['nope'] },
+  { ingestUrl: 'http://api.test/t', categories: ['console', 1] }, { ingestUrl: 'http://api.test/t', categories: 'console' },
+  { ingestUrl: 'http://api.test/t', categories: ['__proto__'] }, { ingestUrl: 'http://api.test/t', categories: ['toString'] },
+  // eslint-disable-next-line no-sparse-arrays
+  { ingestUrl: 'http://api.test/t', categories: [, 'console'] }, { ingestUrl: 1, categories: [] }, { categories: ['console'] }, { ingestUrl: 'http://api.test/t' },
+  { ingestUrl: 'http://api.test/t', categories: [], extra: 1 },
 ];
+
+const TELEMETRY = { ingestUrl: 'http://api.test/internal/browsers/b/telemetry?token=1.x', categories: ['console', 'network', 'page'] };
 
 const FULL_SPEC = {
   browserId: 'abc_DEF-123',
@@ -34,6 +44,7 @@ const FULL_SPEC = {
   chromePolicy: { DefaultCookiesSetting: 1, URLBlocklist: ['x.test'], Nested: { a: [null] } },
   labels: { pool: 'p1', tag: 'x' },
   profile: { id: 'prof', archiveUrl: 'http://api.test/profiles/prof', saveChanges: true },
+  telemetry: TELEMETRY,
 };
 
 /** The specs the service and the operator actually send: the reader must take every one itself. */
@@ -42,6 +53,7 @@ const PLAIN_SPECS: unknown[] = [
   { browserId: 'b', headless: true },
   { browserId: 'b', orgId: 'o', projectId: 'p', headless: true, stealth: false, kioskMode: false, viewport: { width: 1920, height: 1080 }, chromePolicy: {}, labels: {} },
   { browserId: 'b', proxy: { url: 'http://p.test' } },
+  { browserId: 'b', labels: { 'browserplane.dev/pool': 'p' }, telemetry: TELEMETRY },
   FULL_SPEC,
 ];
 
@@ -75,6 +87,22 @@ describe('plain inputs read without zod', () => {
     expect(BROWSER_ID.source).toBe(BROWSER_ID_PATTERN.source);
     expect(BROWSER_ID.flags).toBe(BROWSER_ID_PATTERN.flags);
     expect(MAX_START_URL_LENGTH).toBe(CONTRACT_MAX_START_URL_LENGTH);
+    expect(TELEMETRY_CATEGORY_NAMES).toStrictEqual(TELEMETRY_CATEGORIES);
+  });
+
+  it('reads a launch spec’s and a /settings body’s telemetry itself, and leaves a bad one to the schema', async () => {
+    expect(plainLaunchSpec({ browserId: 'b', telemetry: TELEMETRY })?.telemetry).toStrictEqual(TELEMETRY);
+    expect(plainLiveSettings({ telemetry: { ingestUrl: 'http://api.test/t', categories: [] } })).toStrictEqual({ telemetry: { ingestUrl: 'http://api.test/t', categories: [] } });
+    for (const bad of [{ ingestUrl: 'http://api.test/t', categories: ['nope'] }, { ingestUrl: 'http://api.test/t' }, { ingestUrl: 'http://api.test/t', categories: ['toString'] }, null]) {
+      expect(plainLaunchSpec({ browserId: 'b', telemetry: bad }), JSON.stringify(bad)).toBeUndefined();
+      expect(plainLiveSettings({ telemetry: bad }), JSON.stringify(bad)).toBeUndefined();
+    }
+    // The schema then words the refusal.
+    await expect(parseLaunchSpec({ browserId: 'b', telemetry: { ingestUrl: 'http://api.test/t', categories: ['nope'] } })).rejects.toThrow(/^AGENT_SPEC\.telemetry\.categories\.0 /);
+    await expect(parseLaunchSpec({ browserId: 'b', telemetry: { categories: [] } })).rejects.toThrow(/^AGENT_SPEC\.telemetry\.ingestUrl /);
+    // A copy, not the input's own array: the agent's state is not shared with its input.
+    const spec = { browserId: 'b', telemetry: { ingestUrl: 'http://api.test/t', categories: ['console'] } };
+    expect(plainLaunchSpec(spec)?.telemetry?.categories).not.toBe(spec.telemetry.categories);
   });
 
   it('reads launch specs as browserLaunchSpecSchema does, or leaves them to it', () => {
@@ -85,7 +113,7 @@ describe('plain inputs read without zod', () => {
   });
 
   it('reads /settings, /shutdown and /reset bodies as their schemas do, or leaves them to them', () => {
-    const settings = { proxy: FULL_SPEC.proxy, viewport: { width: 800, height: 600 }, profile: FULL_SPEC.profile };
+    const settings = { proxy: FULL_SPEC.proxy, viewport: { width: 800, height: 600 }, profile: FULL_SPEC.profile, telemetry: TELEMETRY };
     expect(expectSubsetOf(plainLiveSettings, agentSettingsRequestSchema, [...variants(settings, Object.keys(settings)), ...variants({}, Object.keys(settings))])).toBeGreaterThan(20);
     for (const body of [{}, { proxy: null }, { viewport: { width: 800, height: 600 } }, settings]) expect(plainLiveSettings(body)).toBeDefined();
 

@@ -164,12 +164,14 @@ export interface LeasedBrowser {
   viewport_height: number;
   viewport_refresh_rate: number;
   profile_save_changes: boolean;
+  /** The lease's telemetry (its acquire's, or a PATCH's since): the release puts the pool's back. */
+  telemetry: TelemetryConfig | null;
 }
 
 /** A browser of the pool that a client holds, locked for the release. */
 export async function lockLease(db: Queryable, poolId: string, sessionId: string): Promise<LeasedBrowser | undefined> {
   const { rows } = await db.query<LeasedBrowser>(
-    `SELECT id, pool_generation, lease_seq, proxy_id, viewport_width, viewport_height, viewport_refresh_rate, profile_save_changes
+    `SELECT id, pool_generation, lease_seq, proxy_id, viewport_width, viewport_height, viewport_refresh_rate, profile_save_changes, telemetry
        FROM browser_sessions
       WHERE pool_id = $1 AND id = $2 AND deleted_at IS NULL AND leased_at IS NOT NULL
       FOR UPDATE`,

@@ -8,6 +8,7 @@ import type { BrowserLaunchSpec } from '../../../../contract/browser-runtime.js'
 import type { CdpTokens } from '../browsers/cdp-token.js';
 import { launchSpecOf } from '../browsers/launch-spec.js';
 import { profileArchiveUrl } from '../browsers/profile-archive.js';
+import { telemetrySpecOf } from '../browsers/telemetry-door.js';
 import { DELETE_REASONS, launchAdmitted, resolveProxy, sessionRoom } from '../browsers/service.js';
 import { findLiveSessionById, insertSession, lockOrgSessionCreates } from '../browsers/store.js';
 import { countPoolBrowsers, endIdleBrowsers, type EndedBrowser } from './browsers-store.js';
@@ -134,7 +135,9 @@ export class PoolFill {
         pool: { id: pool.id, generation: pool.generation },
         now,
       });
-      const spec = launchSpecOf(id, scope, pool, { proxy: proxy?.endpoint, archiveUrl, saveProfile: false, labels: { 'browserplane.dev/pool': pool.id } });
+      // The pool's telemetry is the browser's baseline from its start; a lease may change it (lease-telemetry.ts).
+      const telemetry = await telemetrySpecOf(this.deps, this.tokens, id, pool.telemetry);
+      const spec = launchSpecOf(id, scope, pool, { proxy: proxy?.endpoint, archiveUrl, saveProfile: false, labels: { 'browserplane.dev/pool': pool.id }, telemetry });
       admitted.push({ row: { id }, spec });
     }
     await setNextFillAt(tx, pool.id, plan.nextFillAt);

@@ -6,6 +6,7 @@ import type { ProjectScope } from '../../scope.js';
 import { sessionConflict } from '../browsers/service.js';
 import { findSession, type SessionRow } from '../browsers/store.js';
 import { applyTelemetry } from '../browsers/telemetry.js';
+import { pushTelemetry } from '../browsers/telemetry-door.js';
 import { leaseIdleBrowser, leaseIdleBrowsers, returnToIdle, type Lease, type PoolRef } from './browsers-store.js';
 import { LeaseBatcher } from './lease-batch.js';
 import { getPool } from './lookup.js';
@@ -101,6 +102,13 @@ export class LeaseQueue {
     if (signal.aborted) {
       await this.unlease(scope, row);
       return undefined;
+    }
+    if (lease.telemetry !== undefined) {
+      // Best effort, as start_url: the row already holds the lease's categories, and the
+      // agent, made with its pool's, is told them before the client connects.
+      await pushTelemetry(this.deps, row.id, lease.telemetry).catch((error: unknown) =>
+        this.deps.log.warn({ err: error, sessionId: row.id }, 'the lease telemetry could not be sent to the browser; it captures its pool’s'),
+      );
     }
     if (lease.startUrl !== null) {
       // Best effort (CONTRACT §3): the lease's page replaces the warm one before the client connects.

@@ -3,6 +3,7 @@ import { inTransaction } from '../../db/pool.js';
 import { notFound } from '../../http/errors.js';
 import type { ProjectScope } from '../../scope.js';
 import { DELETE_REASONS, endSession } from '../browsers/service.js';
+import { pushTelemetry, sameAgentCategories } from '../browsers/telemetry-door.js';
 import { countPoolBrowsers, endIdleBrowsers, lockLease, returnToIdle, revokeLease, type LeasedBrowser, type PoolBrowserCounts } from './browsers-store.js';
 import type { BrowserCloser } from './closer.js';
 import { bumpProfileRefreshingPools, type PoolRow } from './store.js';
@@ -60,6 +61,8 @@ export async function releaseBrowser(ctx: ReturnContext, scope: ProjectScope, id
   }
   try {
     const report = await deps.runtime.reset(leased.id, { ...(pool.start_url !== null ? { startUrl: pool.start_url } : {}), signal: deps.shutdown });
+    // The lease's categories were for that lease alone: the agent captures the pool's again.
+    if (!sameAgentCategories(leased.telemetry, pool.telemetry)) await pushTelemetry(deps, leased.id, pool.telemetry);
     deps.log.info({ poolId: pool.id, sessionId: leased.id, ...report }, 'pool browser reset for reuse');
   } catch (error) {
     deps.log.warn({ err: error, poolId: pool.id, sessionId: leased.id }, 'resetting a released browser failed; replacing it');

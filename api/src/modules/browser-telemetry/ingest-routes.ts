@@ -7,7 +7,6 @@ import { telemetryIngestBodySchema } from '../../../../contract/telemetry.js';
 import { createCdpTokens, TELEMETRY_INGEST_PATH } from '../browsers/index.js';
 import { appendEvents, INGEST_GRACE_MS } from './service.js';
 import { findIngestSession } from './store.js';
-import { maybeSweep } from './sweep.js';
 
 const params = z.object({ session_id: z.string().min(1).max(128).describe('The browser session') });
 const query = z.object({
@@ -55,7 +54,6 @@ export function telemetryIngestRoutes(deps: AppDeps): RouteDef[] {
         }
         if (body.dropped > 0) log.warn({ sessionId: session.id, dropped: body.dropped }, 'the agent dropped telemetry events while the API was unreachable');
         const result = await appendEvents(deps, session, body.events);
-        maybeSweep(deps);
         return json(result);
       },
     }),

@@ -6,7 +6,6 @@ import { projectScopeOf } from '../../scope.js';
 import { getSession } from '../browsers/index.js';
 import { listFilter } from './list-filter.js';
 import { listTelemetryQuery, streamTelemetryQuery, telemetryEnvelopeSchema, telemetryParams } from './schema.js';
-import { maybeSweep } from './sweep.js';
 import { listEvents } from './store.js';
 import { streamTelemetry } from './stream.js';
 
@@ -33,7 +32,6 @@ export function telemetryRoutes(deps: AppDeps): RouteDef[] {
       },
       handler: async ({ params, query, auth }) => {
         const session = await getSession(deps.db, projectScopeOf(auth), params.id_or_name, true);
-        maybeSweep(deps);
         const filter = listFilter(session.id, query, deps.clock.now());
         return page(await listEvents(deps.db, filter), { limit: filter.limit, offset: filter.offset }, (row) => row);
       },

@@ -49,7 +49,7 @@ async function lockSession(tx: Queryable, sessionId: string): Promise<void> {
   await tx.query("SELECT pg_advisory_xact_lock(hashtext('telemetry:' || $1))", [sessionId]);
 }
 
-/** Removes events older than the retention; run by the sweep (module.ts). */
+/** Removes events older than the retention; run by the sweep (sweep.ts). */
 export async function sweepTelemetry(deps: Pick<AppDeps, 'db' | 'clock' | 'settings'>): Promise<number> {
   const cutoff = new Date(deps.clock.now().getTime() - telemetrySettings(deps).retentionHours * 3_600_000);
   return sweepBefore(deps.db, cutoff);

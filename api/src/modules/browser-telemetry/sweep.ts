@@ -1,22 +1,46 @@
 import type { AppDeps } from '../../app-deps.js';
 import { sweepTelemetry } from './service.js';
 
-/**
- * The retention sweep runs on the telemetry paths themselves (an ingest, a list), at most
- * once per SWEEP_INTERVAL_MS per process, in the background: a DELETE by arrival time is
- * idempotent, so replicas sweeping at once only repeat each other.
- */
-export const SWEEP_INTERVAL_MS = 10 * 60_000;
-const lastSweep = new WeakMap<object, number>();
+/** How often the retention sweep runs (a pass also runs at start). */
+export const TELEMETRY_SWEEP_INTERVAL_MS = 10 * 60_000;
 
-export function maybeSweep(deps: Pick<AppDeps, 'db' | 'clock' | 'settings' | 'log'>): void {
-  const now = Date.now();
-  if (now - (lastSweep.get(deps.db) ?? 0) < SWEEP_INTERVAL_MS) return;
-  lastSweep.set(deps.db, now);
-  sweepTelemetry(deps).then(
-    (removed) => {
-      if (removed > 0) deps.log.info({ removed }, 'telemetry retention sweep removed old events');
-    },
-    (error: unknown) => deps.log.warn({ err: error }, 'telemetry retention sweep failed'),
-  );
+/**
+ * The telemetry retention's loop, started with the service's other background work
+ * (app-services.ts) and stopped before the database closes. Level-triggered: each pass
+ * deletes whatever arrived before the cutoff (BROWSERPLANE_TELEMETRY_RETENTION_HOURS), so
+ * a replica that was down catches up, and replicas sweeping at once only repeat each other.
+ */
+export class TelemetryRetentionSweep {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly deps: Pick<AppDeps, 'db' | 'clock' | 'settings' | 'log'>,
+    private readonly options: { intervalMs: number },
+  ) {}
+
+  start(): void {
+    const tick = () => {
+      this.running = this.pass().finally(() => {
+        this.running = undefined;
+        if (this.timer) this.timer = setTimeout(tick, this.options.intervalMs).unref();
+      });
+    };
+    this.timer = setTimeout(tick, 0).unref();
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    await this.running;
+  }
+
+  private async pass(): Promise<void> {
+    try {
+      const removed = await sweepTelemetry(this.deps);
+      if (removed > 0) this.deps.log.info({ removed }, 'telemetry events past their retention removed');
+    } catch (error) {
+      this.deps.log.warn({ err: error }, 'telemetry retention sweep failed; tried again next interval');
+    }
+  }
 }

@@ -22,7 +22,7 @@ import {
 import { createCdpTokens } from './cdp-token.js';
 import { launchSpecOf } from './launch-spec.js';
 import { profileArchiveUrl } from './profile-archive.js';
-import { telemetrySpecOf } from './telemetry-door.js';
+import { catchUpTelemetry, telemetrySpecOf } from './telemetry-door.js';
 import { resolveSessionExtensions } from './extension-archive.js';
 import { applyTelemetry } from './telemetry.js';
 import { claimSpare, spareKeyOf, type ClaimedSpare, type Spares } from './spare-store.js';
@@ -335,11 +335,10 @@ export async function launchAdmitted(
     );
   }
   const now = deps.clock.now();
+  let running: SessionRow | undefined;
   try {
     // Marked at the spawn already (the row as then, or undefined if deleted meanwhile); its failure is retried here.
-    const early = await markedEarly?.catch(() => undefined);
-    if (early) return early;
-    return await markRunning(deps.db, row.id, { agentUrl: observed.agentUrl, startedAt: now, now });
+    running = (await markedEarly?.catch(() => undefined)) ?? (await markRunning(deps.db, row.id, { agentUrl: observed.agentUrl, startedAt: now, now }));
   } catch (error) {
     // The caller gets an error, so nobody will ever use this browser: close it now. The row
     // (which cannot be marked ended either while the database is unreachable) stays
@@ -347,6 +346,9 @@ export async function launchAdmitted(
     await runtime.terminate(row.id, { graceMs: 0 }).catch((e: unknown) => deps.log.error({ err: e, sessionId: row.id }, 'terminating an unrecorded launch failed'));
     throw error;
   }
+  // Now that the agent answers: a telemetry PATCH made while it started reaches it.
+  if (running) await catchUpTelemetry(deps, running, spec.telemetry);
+  return running;
 }
 
 /**

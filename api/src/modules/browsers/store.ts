@@ -240,6 +240,12 @@ export async function markRunning(db: Queryable, id: string, change: { agentUrl:
   return rows[0];
 }
 
+/** A live session's telemetry, its row locked until the transaction ends; undefined when it ended. */
+export async function lockLiveTelemetry(db: Queryable, id: string): Promise<{ telemetry: TelemetryConfig | null } | undefined> {
+  const { rows } = await db.query<{ telemetry: TelemetryConfig | null }>('SELECT telemetry FROM browser_sessions WHERE id = $1 AND deleted_at IS NULL FOR UPDATE', [id]);
+  return rows[0];
+}
+
 /** Marks a live session deleted; false when it already was. */
 export async function markDeleted(db: Queryable, id: string, reason: string, now: Date): Promise<boolean> {
   const { rowCount } = await db.query(
