@@ -76,7 +76,7 @@ function profile(value: unknown): Read<ProfileTarget> {
 }
 
 /** TELEMETRY_CATEGORIES of contract/telemetry.ts (that module loads zod); the test keeps them equal. */
-export const TELEMETRY_CATEGORY_NAMES: readonly TelemetryCategory[] = ['captcha', 'connection', 'console', 'control', 'interaction', 'monitor', 'network', 'page', 'screenshot', 'system'];
+export const TELEMETRY_CATEGORY_NAMES: readonly TelemetryCategory[] = ['captcha', 'connection', 'console', 'control', 'interaction', 'monitor', 'network', 'page', 'platform', 'screenshot', 'system'];
 const isCategory = (value: unknown): value is TelemetryCategory => TELEMETRY_CATEGORY_NAMES.includes(value as TelemetryCategory);
 
 function telemetry(value: unknown): Read<TelemetrySpec> {
@@ -85,8 +85,9 @@ function telemetry(value: unknown): Read<TelemetrySpec> {
   // Indexed, not every(): a sparse array's holes are undefined to the schema.
   for (let i = 0; i < value.categories.length; i++) {
     const category: unknown = value.categories[i];
-    if (!isCategory(category)) return NOT_PLAIN;
-    categories.push(category);
+    if (typeof category !== 'string' || category.length > 64) return NOT_PLAIN;
+    // A name this agent does not know is left out, as the schema leaves it (a newer API may send one).
+    if (isCategory(category)) categories.push(category);
   }
   return { ingestUrl: value.ingestUrl, categories };
 }
