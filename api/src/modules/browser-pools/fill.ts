@@ -13,6 +13,7 @@ import { findLiveSessionById, insertSession, lockOrgSessionCreates } from '../br
 import { countPoolBrowsers, endIdleBrowsers, type EndedBrowser } from './browsers-store.js';
 import type { BrowserCloser } from './closer.js';
 import { nextBackoff, planFill, type Backoff, type FillPlan, type FillRoom } from './fill-plan.js';
+import { poolExtensionTargets } from './pool-extensions.js';
 import { lockPoolForFill, setNextFillAt, type PoolRow } from './store.js';
 
 /** Warm browsers are not started while the machine has less memory available than this (default of the setting). */
@@ -134,7 +135,8 @@ export class PoolFill {
         pool: { id: pool.id, generation: pool.generation },
         now,
       });
-      const spec = launchSpecOf(id, scope, pool, { proxy: proxy?.endpoint, archiveUrl, saveProfile: false, labels: { 'browserplane.dev/pool': pool.id } });
+      const extensions = await poolExtensionTargets(this.deps, tx, pool, id);
+      const spec = launchSpecOf(id, scope, pool, { proxy: proxy?.endpoint, archiveUrl, saveProfile: false, labels: { 'browserplane.dev/pool': pool.id }, extensions });
       admitted.push({ row: { id }, spec });
     }
     await setNextFillAt(tx, pool.id, plan.nextFillAt);
