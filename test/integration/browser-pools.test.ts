@@ -117,7 +117,7 @@ describe('POST /browser_pools', () => {
     ['a profile name with a space', { size: 1, profile: { name: 'my profile' } }, ['body.profile.name']],
     ['refresh_on_profile_update without a profile', { size: 1, refresh_on_profile_update: true }, ['body.refresh_on_profile_update']],
     ['a non-boolean refresh_on_profile_update', { size: 1, profile: { name: 'p' }, refresh_on_profile_update: 'yes' }, ['body.refresh_on_profile_update']],
-    ['an extension', { size: 1, extensions: [{ name: 'adblock' }] }, ['body.extensions']],
+    ['an extension named by both id and name', { size: 1, extensions: [{ id: 'ext_x', name: 'adblock' }] }, ['body.extensions.0']],
     ['a zero-width viewport', { size: 1, viewport: { width: 0, height: 10 } }, ['body.viewport.width']],
     ['a viewport without height', { size: 1, viewport: { width: 800 } }, ['body.viewport.height']],
     ['chrome_policy that is not an object', { size: 1, chrome_policy: ['ProxyMode'] }, ['body.chrome_policy']],

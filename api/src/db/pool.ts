@@ -121,6 +121,7 @@ export function pgErrorCode(error: unknown): string | undefined {
 }
 
 export const UNIQUE_VIOLATION = '23505';
+export const FOREIGN_KEY_VIOLATION = '23503';
 
 /**
  * Runs a write and turns a unique violation into `conflict()`'s error: the database is

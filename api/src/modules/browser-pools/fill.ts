@@ -14,6 +14,7 @@ import { findLiveSessionById, insertSession, lockOrgSessionCreates } from '../br
 import { countPoolBrowsers, endIdleBrowsers, type EndedBrowser } from './browsers-store.js';
 import type { BrowserCloser } from './closer.js';
 import { nextBackoff, planFill, type Backoff, type FillPlan, type FillRoom } from './fill-plan.js';
+import { poolExtensionTargets } from './pool-extensions.js';
 import { lockPoolForFill, setNextFillAt, type PoolRow } from './store.js';
 
 /** Warm browsers are not started while the machine has less memory available than this (default of the setting). */
@@ -137,7 +138,8 @@ export class PoolFill {
       });
       // The pool's telemetry is the browser's baseline from its start; a lease may change it (lease-telemetry.ts).
       const telemetry = await telemetrySpecOf(this.deps, this.tokens, id, pool.telemetry);
-      const spec = launchSpecOf(id, scope, pool, { proxy: proxy?.endpoint, archiveUrl, saveProfile: false, labels: { 'browserplane.dev/pool': pool.id }, telemetry });
+      const extensions = await poolExtensionTargets(this.deps, tx, pool, id);
+      const spec = launchSpecOf(id, scope, pool, { proxy: proxy?.endpoint, archiveUrl, saveProfile: false, labels: { 'browserplane.dev/pool': pool.id }, telemetry, extensions });
       admitted.push({ row: { id }, spec });
     }
     await setNextFillAt(tx, pool.id, plan.nextFillAt);

@@ -33,7 +33,7 @@ export function presentPool(row: PoolRow, region: string) {
     available_count: Number(row.available_count),
     browser_pool_config: { ...row.config, size: row.size },
     created_at: row.created_at.toISOString(),
-    extension_ids: [] as string[],
+    extension_ids: row.extension_ids,
     ...(row.name !== null ? { name: row.name } : {}),
     ...(row.profile_id !== null ? { profile_id: row.profile_id } : {}),
   };

@@ -4,6 +4,7 @@ import { lookupText, timestamp } from '../../http/schemas.js';
 import { chromePolicySchema } from '../browsers/policy.js';
 import { extensionSelector, memoryRequest, networkRequest, regionRequest, MAX_TIMEOUT_SECONDS, MIN_TIMEOUT_SECONDS, selectorName, sessionName, startUrl, tagsSchema, viewportSchema } from '../browsers/schema.js';
 import { telemetryRequestSchema } from '../browsers/telemetry.js';
+import { MAX_EXTENSIONS_PER_BROWSER } from '../extensions/index.js';
 
 export const DEFAULT_FILL_RATE_PER_MINUTE = 25;
 export const DEFAULT_POOL_TIMEOUT_SECONDS = 600;
@@ -26,9 +27,8 @@ const poolProfileUpdate = z.union([z.strictObject({ id: z.literal('') }).transfo
 
 const extensions = z
   .array(extensionSelector)
-  .max(20)
-  .refine((list) => list.length === 0, { message: 'extensions cannot be loaded yet; send [] or omit it' })
-  .describe('Extensions to load: none exist yet, so only [] is accepted');
+  .max(MAX_EXTENSIONS_PER_BROWSER)
+  .describe(`Uploaded extensions of the project every browser of the pool loads, in this order, at most ${MAX_EXTENSIONS_PER_BROWSER}`);
 
 const fields = {
   size: z.number().int().min(1).max(100_000).describe('Browsers kept warm; the sum over the project’s pools is capped by max_pooled_sessions'),
@@ -153,7 +153,7 @@ export const browserPoolSchema = z
       .describe('The configuration as it was sent'),
     created_at: timestamp,
     region: z.string().describe('The service’s configured region (BROWSERPLANE_REGION, default us-east)'),
-    extension_ids: z.array(z.string()),
+    extension_ids: z.array(z.string()).describe('The ids of the extensions the pool’s browsers load, in load order'),
     name: z.string().optional(),
     profile_id: z.string().optional(),
   })

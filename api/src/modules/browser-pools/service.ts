@@ -1,5 +1,5 @@
 import type { AppDeps, ProjectResourceCounter } from '../../app-deps.js';
-import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
+import { FOREIGN_KEY_VIOLATION, inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
 import { AppError, conflict, notFound, validationFailed } from '../../http/errors.js';
 import { newId } from '../../ids.js';
 import type { Actor, ProjectScope } from '../../scope.js';
@@ -13,6 +13,7 @@ import { getLimits, shareLockLiveProject } from '../projects/store.js';
 import { findProxy } from '../proxies/store.js';
 import { DEFAULT_FILL_RATE_PER_MINUTE, DEFAULT_POOL_TIMEOUT_SECONDS, type CreatePoolInput, type UpdatePoolInput } from './schema.js';
 import type { PoolManager } from './manager.js';
+import { resolvePoolExtensionIds, setPoolExtensions } from './pool-extensions.js';
 import { findPool, insertPool, markPoolDeleted, markPoolDraining, pooledSize, updatePool, type PoolRow, type PoolSettings } from './store.js';
 
 /**
@@ -59,6 +60,7 @@ function refuseUnlessWriterManages(row: PoolRow, actor: Actor, writer: PoolWrite
 }
 
 function poolConflict(error: unknown, name: string | null): unknown {
+  if (pgErrorCode(error) === FOREIGN_KEY_VIOLATION) return conflict('extension_deleted', 'An extension of the request was deleted while the pool was being saved; send the request again');
   if (pgErrorCode(error) !== UNIQUE_VIOLATION) return error;
   return conflict('pool_name_taken', `A browser pool named ${JSON.stringify(name)} already exists in this project`);
 }
@@ -125,6 +127,7 @@ async function insertNewPool(deps: Deps, scope: ProjectScope, actor: Actor, inpu
       await lockProject(tx, scope);
       const proxyId = input.proxy_id === undefined ? null : await resolveProxyId(tx, scope, input.proxy_id);
       const profileId = input.profile === undefined ? null : await resolveProfileId(tx, scope, input.profile);
+      const extensionIds = await resolvePoolExtensionIds(tx, scope, input.extensions ?? []);
       const refresh = profileId !== null && (input.refresh_on_profile_update ?? true);
       const telemetry = applyTelemetry(null, input.telemetry);
       // Telemetry is echoed in its effective (response) form, and absent when nothing is captured.
@@ -149,6 +152,7 @@ async function insertNewPool(deps: Deps, scope: ProjectScope, actor: Actor, inpu
       await enforceSizeCaps(deps, tx, scope, settings.size, null);
       const id = newId('bpool');
       await insertPool(tx, scope, { id, name, settings, now: deps.clock.now(), kubernetesResource: resourceOf(actor, writer) });
+      await setPoolExtensions(tx, id, extensionIds);
       return (await findPool(tx, scope, id))!;
     });
   } catch (error) {
@@ -222,7 +226,8 @@ async function writeSettings(deps: Deps, scope: ProjectScope, actor: Actor, idOr
         s.telemetry = applyTelemetry(s.telemetry, input.telemetry);
         set('telemetry', s.telemetry ?? undefined);
       }
-      if (input.extensions !== undefined) set('extensions', undefined);
+      const extensionIds = input.extensions === undefined ? undefined : await resolvePoolExtensionIds(tx, scope, input.extensions);
+      if (input.extensions !== undefined) set('extensions', input.extensions.length > 0 ? input.extensions : undefined);
       if (input.start_url !== undefined) set('start_url', (s.startUrl = input.start_url === '' ? null : input.start_url) ?? undefined);
       if (input.proxy_id !== undefined) {
         s.proxyId = input.proxy_id === '' ? null : await resolveProxyId(tx, scope, input.proxy_id);
@@ -252,6 +257,7 @@ async function writeSettings(deps: Deps, scope: ProjectScope, actor: Actor, idOr
       if (input.size !== undefined) await enforceSizeCaps(deps, tx, scope, s.size, row.id);
       const browsersChanged = BROWSER_FIELDS.some((field) => input[field] !== undefined) || input.discard_all_idle === true;
       await updatePool(tx, row.id, { name, settings: s, browsersChanged, now: deps.clock.now() });
+      if (extensionIds !== undefined) await setPoolExtensions(tx, row.id, extensionIds);
       return (await findPool(tx, scope, row.id))!;
     });
   } catch (error) {
@@ -291,6 +297,8 @@ async function deletePoolRows(deps: Deps, scope: ProjectScope, actor: Actor, idO
     }
     const now = deps.clock.now();
     await markPoolDeleted(tx, row.id, now);
+    // A deleted pool no longer holds its extensions: they may be deleted now.
+    await setPoolExtensions(tx, row.id, []);
     return { poolId: row.id, ended: await endAllPoolBrowsers(tx, row.id, DELETE_REASONS.poolDeleted, now) };
   });
 }

@@ -105,11 +105,11 @@ export function extensionRoutes(deps: AppDeps): RouteDef[] {
       method: 'delete',
       path: '/extensions/{id_or_name}',
       operationId: 'deleteExtension',
-      summary: 'Delete an extension (browsers running with it keep it until they end)',
+      summary: 'Delete an extension (browsers running with it keep it until they end); 409 while a browser pool loads it',
       tags,
       auth: 'project',
       params: extensionIdParams,
-      responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 404) },
+      responses: { 204: { description: 'Deleted' }, ...errorResponses(400, 404, 409) },
       handler: async ({ params, auth }) => {
         await removeExtension(deps, projectScopeOf(auth), params.id_or_name);
         return noContent();

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { AppDeps } from '../../app-deps.js';
-import { inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
+import { FOREIGN_KEY_VIOLATION, inTransaction, pgErrorCode, UNIQUE_VIOLATION, type Queryable } from '../../db/pool.js';
 import { AppError, badRequest, conflict, notFound } from '../../http/errors.js';
 import { ExtensionZipError, inspectExtensionZip, type ExtensionZipPlan } from '../../../../lib/extension-zip.js';
 import { DEFAULT_EXTENSION_SETTINGS, type ExtensionSettings } from './settings.js';
@@ -10,6 +10,7 @@ import {
   findExtension,
   insertExtension,
   lockProjectExtensionCreates,
+  poolsUsingExtension,
   type ExtensionRow,
   type ProjectScope,
 } from './store.js';
@@ -61,9 +62,31 @@ export async function createExtension(deps: AppDeps, scope: ProjectScope, input:
   }
 }
 
+/**
+ * Deletes an extension no browser pool loads. One a pool loads is refused with 409 naming
+ * the pools (change their extensions first): the pool would otherwise warm browsers
+ * without it, or with a copy the user believes gone. The foreign key of
+ * browser_pool_extensions holds this against a pool changed at the same moment.
+ */
 export async function removeExtension(deps: AppDeps, scope: ProjectScope, idOrName: string): Promise<void> {
   const row = await getExtension(deps.db, scope, idOrName);
-  if (!(await deleteExtension(deps.db, scope, row.id))) throw notFound('Extension', idOrName);
+  let deleted: boolean;
+  try {
+    deleted = await deleteExtension(deps.db, scope, row.id);
+  } catch (error) {
+    if (pgErrorCode(error) === FOREIGN_KEY_VIOLATION) throw inUse(idOrName, await poolsUsingExtension(deps.db, row.id));
+    throw error;
+  }
+  if (!deleted) throw notFound('Extension', idOrName);
+}
+
+function inUse(idOrName: string, pools: { id: string; name: string | null }[]): AppError {
+  const names = pools.map((pool) => (pool.name === null ? pool.id : `${pool.name} (${pool.id})`));
+  return conflict(
+    'extension_in_use',
+    `The extension ${JSON.stringify(idOrName)} is loaded by the browser pools ${names.join(', ')}; remove it from their extensions (PATCH /browser_pools/{id}) first`,
+    pools.map((pool) => ({ code: 'browser_pool', message: pool.name === null ? pool.id : `${pool.name} (${pool.id})` })),
+  );
 }
 
 export function presentExtension(row: ExtensionRow) {

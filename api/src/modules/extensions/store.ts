@@ -97,6 +97,16 @@ export async function deleteExtension(db: Queryable, scope: ProjectScope, id: st
   return rowCount === 1;
 }
 
+/** The live browser pools that load the extension (browser_pool_extensions), oldest first. */
+export async function poolsUsingExtension(db: Queryable, id: string): Promise<{ id: string; name: string | null }[]> {
+  const { rows } = await db.query<{ id: string; name: string | null }>(
+    `SELECT p.id, p.name FROM browser_pool_extensions x JOIN browser_pools p ON p.id = x.pool_id
+      WHERE x.extension_id = $1 AND p.deleted_at IS NULL ORDER BY p.created_at, p.id`,
+    [id],
+  );
+  return rows;
+}
+
 export async function countProjectExtensions(db: Queryable, projectId: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM extensions WHERE project_id = $1', [projectId]);
   return rows[0]?.n ?? 0;
