@@ -80,6 +80,7 @@ describe('POST /browser_pools', () => {
             monitor: { enabled: false },
             network: { enabled: true },
             page: { enabled: false },
+            platform: { enabled: false },
             screenshot: { enabled: false },
             system: { enabled: true },
           },

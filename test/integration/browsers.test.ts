@@ -115,6 +115,7 @@ describe('POST /browsers', () => {
       monitor: { enabled: false },
       network: { enabled: true },
       page: { enabled: false },
+      platform: { enabled: false },
       screenshot: { enabled: false },
       system: { enabled: true },
     });
