@@ -45,6 +45,7 @@ describe('browsers.replays through the SDK', () => {
       const started = await client.browsers.replays.start(session.session_id, { framerate: 10, max_duration_in_seconds: 30 });
       expect(started.replay_id).toMatch(/^rpl_/);
       expect(started.finished_at).toBeNull();
+      expect(started.replay_view_url).toBeUndefined();
       const listed = await client.browsers.replays.list(session.session_id);
       expect(listed.map((r) => r.replay_id)).toEqual([started.replay_id]);
       const busy = await rejection(client.browsers.replays.download(started.replay_id, { id: session.session_id }), ConflictError);
@@ -53,6 +54,13 @@ describe('browsers.replays through the SDK', () => {
       await client.browsers.replays.stop(started.replay_id, { id: session.session_id });
       const [after] = await client.browsers.replays.list(session.session_id);
       expect(after!.finished_at).toBeTruthy();
+      // replay_view_url: a page anyone holding it opens without a key, the video behind it seekable.
+      const view = new URL(after!.replay_view_url!);
+      const html = await (await fetch(view)).text();
+      expect(html).toContain('<video');
+      const part = await fetch(new URL(`video?token=${view.searchParams.get('token')!}`, view), { headers: { range: 'bytes=0-7' } });
+      expect(part.status).toBe(206);
+      expect(Buffer.from(await part.arrayBuffer()).subarray(4, 8).toString('latin1')).toBe('ftyp');
 
       const response = await client.browsers.replays.download(started.replay_id, { id: session.session_id });
       expect(response.headers.get('content-type')).toBe('video/mp4');

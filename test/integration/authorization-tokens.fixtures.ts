@@ -3,7 +3,7 @@ import http from 'node:http';
 import { expect } from 'vitest';
 import WebSocket, { type RawData } from 'ws';
 import type { Queryable } from '../../api/src/db/pool.js';
-import { CDP_TOKEN_TTL_MS, createCdpTokens, EXTENSION_TOKEN_TTL_MS, PROFILE_TOKEN_TTL_MS, REPLAY_TOKEN_TTL_MS, type TokenPurpose } from '../../api/src/modules/browsers/cdp-token.js';
+import { CDP_TOKEN_TTL_MS, createCdpTokens, EXTENSION_TOKEN_TTL_MS, PROFILE_TOKEN_TTL_MS, REPLAY_TOKEN_TTL_MS, REPLAY_VIEW_TOKEN_TTL_MS, type TokenPurpose } from '../../api/src/modules/browsers/cdp-token.js';
 import { newId } from '../../api/src/ids.js';
 import type { LoginSites } from '../fixtures/login-sites/server.js';
 import type { HttpClient } from '../support/http.js';
@@ -66,6 +66,7 @@ const LIFETIME_MS: Record<TokenPurpose, number> = {
   cdp: CDP_TOKEN_TTL_MS,
   profile: PROFILE_TOKEN_TTL_MS,
   replay: REPLAY_TOKEN_TTL_MS,
+  replay_view: REPLAY_VIEW_TOKEN_TTL_MS,
   telemetry: PROFILE_TOKEN_TTL_MS,
   extension: EXTENSION_TOKEN_TTL_MS,
 };

@@ -12,7 +12,9 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const PROFILE_ARCHIVE = '/internal/browsers/{session_id}/profile';
 // The agent's replay upload (and failure report), likewise (modules/replays/side-door.ts).
 const REPLAY_SIDE_DOOR = ['/internal/replays/{replay_id}/video', '/internal/replays/{replay_id}/video/failure'];
-const PUBLIC_PATHS = ['/healthz', '/readyz', '/health', '/status', '/metrics', '/openapi.json', '/browsers/{session_id}/live', '/live-view/*path', PROFILE_ARCHIVE, PROFILE_ARCHIVE, ...REPLAY_SIDE_DOOR,
+/** replay_view_url's page and video: authorised by their token, not a key. */
+const REPLAY_VIEW = ['/replays/{replay_id}/view', '/replays/{replay_id}/video'];
+const PUBLIC_PATHS = ['/healthz', '/readyz', '/health', '/status', '/metrics', '/openapi.json', '/browsers/{session_id}/live', '/live-view/*path', PROFILE_ARCHIVE, PROFILE_ARCHIVE, ...REPLAY_SIDE_DOOR, ...REPLAY_VIEW,
   // The agent's side doors for telemetry and extensions: authorised by a purpose-scoped token.
   '/internal/browsers/{session_id}/telemetry', '/internal/browsers/{session_id}/extensions/{extension_id}',
   // The hosted login page: authorised by its handoff code and page-session cookie.

@@ -1,14 +1,16 @@
 import { chromium, type Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
+import { createCdpTokens } from '../../api/src/modules/browsers/cdp-token.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { startTestPageServer, type TestPageServer } from '../support/test-page-server.js';
 import { newProject } from './browsers.fixtures.js';
 import { allEvents, eventuallyEvents, ofType } from './browser-telemetry.fixtures.js';
+import { ReplayCalls, Video } from './replays.fixtures.js';
 
 /**
- * The agent's side doors into the API (telemetry batches, extension archives) attacked by a
+ * The agent's side doors into the API (telemetry batches, extension archives, recordings) attacked by a
  * web page in a real browser of the session itself, in the worst case: private networks are
  * not blocked here, so the page reaches the API's address (as a page in a browser pod
  * reaches the API Service). It knows the session id and guesses tokens; it must neither
@@ -77,4 +79,70 @@ describe('side doors attacked from a page', () => {
     expect(JSON.stringify(events)).not.toContain('forged-by-page');
     expect(JSON.stringify(await allEvents(client, sessionId))).not.toContain('forged-by-page');
   }, 60_000);
+
+  it('a page cannot upload, overwrite or fail a recording: no token, another session’s token and a used token are refused', async () => {
+    const calls = new ReplayCalls(client, sessionId);
+    const other = await client.post('/browsers', { headless: true });
+    expect(other.status, other.text).toBe(200);
+    const otherCalls = new ReplayCalls(client, other.body.session_id as string);
+    const target = await calls.startOk({ framerate: 5 });
+    const otherReplay = await otherCalls.startOk({ framerate: 5 });
+    // A token the service signs for the other session's recording, as its agent holds one.
+    const { token: otherToken } = await createCdpTokens(app.deps).issue(otherReplay, 'replay');
+    const video = `${app.url}/internal/replays/${target}/video`;
+    const forged = 'forged-by-page'.repeat(100);
+
+    const page = await (browser.contexts()[0] ?? (await browser.newContext())).newPage();
+    await page.goto(`${pages.url}/attack`);
+    const outcomes = await page.evaluate(
+      async ({ video, otherToken, forged }) => {
+        const tries: [string, RequestInit][] = [
+          [video, { method: 'PUT', body: forged }],
+          [`${video}?token=${otherToken}`, { method: 'PUT', body: forged }],
+          [`${video}?token=${otherToken}`, { method: 'POST', mode: 'no-cors', body: forged }],
+          [`${video}/failure`, { method: 'POST', mode: 'no-cors', headers: { 'content-type': 'text/plain' }, body: '{"message":"forged"}' }],
+          [`${video}/failure?token=${otherToken}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"forged"}' }],
+        ];
+        const seen: string[] = [];
+        for (const [url, init] of tries) {
+          try {
+            const res = await fetch(url, init);
+            seen.push(res.type === 'opaque' ? 'opaque' : `read ${res.status}`);
+          } catch {
+            seen.push('blocked');
+          }
+        }
+        return seen;
+      },
+      { video, otherToken, forged },
+    );
+    expect(outcomes.every((o) => o === 'blocked' || o === 'opaque'), outcomes.join(', ')).toBe(true);
+
+    // What CORS keeps from the page, the token keeps from anything that reaches the API's address directly.
+    const put = (token?: string) => fetch(`${video}${token === undefined ? '' : `?token=${token}`}`, { method: 'PUT', body: forged });
+    expect((await put()).status).toBe(401);
+    expect((await put(otherToken)).status).toBe(403);
+    const fail = await fetch(`${video}/failure?token=${otherToken}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"message":"forged"}' });
+    expect(fail.status).toBe(403);
+    const listed = (await calls.list()).body as Array<{ replay_id: string; finished_at: string | null }>;
+    expect(listed.find((r) => r.replay_id === target)?.finished_at).toBeNull();
+
+    // The recording ends with its own video; the upload token, used once, opens nothing afterwards.
+    expect((await calls.stop(target)).status).toBe(204);
+    expect((await otherCalls.stop(otherReplay)).status).toBe(204);
+    const stored = (await calls.download(target)).bytes;
+    const { token: used } = await createCdpTokens(app.deps).issue(target, 'replay');
+    const again = await put(used);
+    expect(again.status).toBe(404);
+    expect(((await again.json()) as { code: string }).code).toBe('replay_not_recording');
+    const after = (await calls.download(target)).bytes;
+    expect(after.equals(stored)).toBe(true);
+    expect(after.toString('latin1')).not.toContain('forged-by-page');
+    const file = await Video.of(after);
+    try {
+      expect((await file.facts()).codec).toBe('h264');
+    } finally {
+      await file.remove();
+    }
+  }, 90_000);
 });

@@ -23,6 +23,9 @@ import { applyCdpPolicy, type CdpPolicy } from './policy.js';
  *   any sessionId, and only the id then says whose it was.
  * - Closing a connection detaches its browser session; Chromium then detaches every
  *   session attached through it (no event for those: checked), so the mux forgets them.
+ * - A client bringing a tab to the front (Target.activateTarget, Page.bringToFront, a
+ *   Target.createTarget neither hidden nor in the background) is told to onActivation listeners: a headless browser has no focus to observe (every
+ *   tab stays "visible"), and a headless recording follows the tab in front.
  */
 
 export interface VirtualConnection {
@@ -42,8 +45,16 @@ interface Pending {
   /** Target.attachToTarget / attachToBrowserTarget: the answer names a session it then owns. */
   attaches: boolean;
   sessionId: string | undefined;
+  /** The target a Target.attachToTarget names, remembered for the session it makes. */
+  targetId?: string;
+  /** A Target.createTarget of a tab in front (not hidden, not in the background): its answer names an activated target. */
+  createsFront?: boolean;
   resolve?: (message: Record<string, unknown>) => void;
 }
+
+/** Commands by which a client brings a tab to the front; a headless recording follows it (replay/screencast.ts). */
+const ACTIVATIONS = new Set(['Target.activateTarget', 'Page.bringToFront']);
+const ATTACHED_TARGET = /"targetInfo":\{"targetId":"([^"\\]{1,128})"/;
 
 /** Chromium's own answers to these mistakes. */
 const ERRORS = {
@@ -58,7 +69,10 @@ export class CdpMux {
   private nextId = 0;
   private readonly pending = new Map<number, Pending>();
   /** Session id -> the connection that owns it and the session it was attached through. */
-  private readonly sessions = new Map<string, { connection: Connection; parent: string | undefined }>();
+  private readonly sessions = new Map<string, { connection: Connection; parent: string | undefined; targetId?: string | undefined }>();
+  private readonly activationListeners = new Set<(targetId: string) => void>();
+  /** The target a client brought to the front last, if any. */
+  private front: string | undefined;
   private readonly connections = new Set<Connection>();
   /** A browser session attached ahead of the next connect() (prepareConnection); undefined inside if attaching failed. */
   private spare: Promise<string | undefined> | undefined;
@@ -130,6 +144,17 @@ export class CdpMux {
     return connection;
   }
 
+  /** Hears the targets clients bring to the front; returns the unsubscribe. */
+  onActivation(listener: (targetId: string) => void): () => void {
+    this.activationListeners.add(listener);
+    return () => this.activationListeners.delete(listener);
+  }
+
+  /** The target a client brought to the front last (it may have closed since). */
+  frontTarget(): string | undefined {
+    return this.front;
+  }
+
   /** How many virtual connections are open (for tests and logs). */
   size(): number {
     return this.connections.size;
@@ -158,7 +183,11 @@ export class CdpMux {
       return connection.deliver(JSON.stringify({ id, ...(sessionId === undefined ? {} : { sessionId }), error: { code: -32000, message: verdict.refuse } }));
     }
     const attaches = method === 'Target.attachToTarget' || method === 'Target.attachToBrowserTarget';
-    const wireId = this.allocate({ connection, clientId: id, attaches, sessionId: target });
+    const named = (message.params as { targetId?: unknown } | undefined)?.targetId;
+    const targetId = typeof named === 'string' ? named : undefined;
+    if (ACTIVATIONS.has(method)) this.activated(method === 'Page.bringToFront' ? this.sessions.get(target)?.targetId : targetId);
+    const createsFront = method === 'Target.createTarget' && opensInFront(verdict.params);
+    const wireId = this.allocate({ connection, clientId: id, attaches, sessionId: target, targetId, createsFront });
     this.pipe.send(JSON.stringify({ ...message, ...(verdict.params === undefined ? {} : { params: verdict.params }), id: wireId, sessionId: target }));
   }
 
@@ -189,7 +218,8 @@ export class CdpMux {
     if (!owner) return;
     const connection = owner.connection;
     if (message.method === 'Target.attachedToTarget' && message.namedSession) {
-      this.sessions.set(message.namedSession, { connection, parent: message.sessionId });
+      const targetId = (message.parsed ? JSON.stringify(message.parsed) : text.slice(0, 400)).match(ATTACHED_TARGET)?.[1];
+      this.sessions.set(message.namedSession, { connection, parent: message.sessionId, targetId });
     }
     connection.deliver(rewriteForClient(text, message, undefined, message.sessionId === connection.browserSession));
     if (message.method === 'Target.detachedFromTarget' && message.namedSession) this.forget(message.namedSession);
@@ -201,14 +231,24 @@ export class CdpMux {
     this.pending.delete(wireId);
     if (pending.resolve) return pending.resolve(message.parsed ?? (JSON.parse(text) as Record<string, unknown>));
     const connection = pending.connection!;
+    if (pending.createsFront) {
+      const created = ((message.parsed ?? (JSON.parse(text) as Record<string, unknown>)).result as { targetId?: unknown } | undefined)?.targetId;
+      if (typeof created === 'string') this.activated(created);
+    }
     if (pending.attaches) {
       const parsed = message.parsed ?? (JSON.parse(text) as { result?: { sessionId?: unknown } });
       const child = (parsed.result as { sessionId?: unknown } | undefined)?.sessionId;
-      if (typeof child === 'string' && !this.sessions.has(child)) this.sessions.set(child, { connection, parent: pending.sessionId });
+      if (typeof child === 'string' && !this.sessions.has(child)) this.sessions.set(child, { connection, parent: pending.sessionId, targetId: pending.targetId });
     }
     const session = message.sessionId ?? pending.sessionId;
     const dropSession = message.sessionId !== undefined && session === connection.browserSession;
     connection.deliver(rewriteForClient(text, message, pending.clientId, dropSession));
+  }
+
+  private activated(targetId: string | undefined): void {
+    if (targetId === undefined) return;
+    this.front = targetId;
+    for (const listener of this.activationListeners) listener(targetId);
   }
 
   /** The root hears of browser sessions going away: a connection Chromium ended itself. */
@@ -239,6 +279,12 @@ export class CdpMux {
     // Chromium never answers what was in flight to a detached session; its clients give up on it too.
     for (const [id, pending] of this.pending) if (pending.sessionId && gone.has(pending.sessionId)) this.pending.delete(id);
   }
+}
+
+/** A tab a client opens comes to the front unless it asked for a hidden or background one (the agent's curl pages are hidden). */
+function opensInFront(params: unknown): boolean {
+  const given = (params ?? {}) as { hidden?: unknown; background?: unknown };
+  return given.hidden !== true && given.background !== true;
 }
 
 class Connection implements VirtualConnection {

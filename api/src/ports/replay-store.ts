@@ -17,14 +17,23 @@ export class ReplayTooLargeError extends Error {
   override readonly name = 'ReplayTooLargeError';
 }
 
+/** Inclusive byte offsets, as an HTTP Range request names them. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
 export interface ReplayStore {
   /**
    * Stores `body` as the replay's video, at most `maxBytes` (else ReplayTooLargeError and
    * nothing is kept). Atomic: a reader sees the whole file or none.
    */
   save(ref: ReplayRef, body: Readable, maxBytes: number): Promise<{ sizeBytes: number }>;
-  /** The stored video and its size, or undefined when there is none. */
-  open(ref: ReplayRef): Promise<{ stream: Readable; sizeBytes: number } | undefined>;
+  /**
+   * The stored video and its whole size, or undefined when there is none. With `range`
+   * (inclusive byte offsets, within the size) the stream holds only those bytes.
+   */
+  open(ref: ReplayRef, range?: ByteRange): Promise<{ stream: Readable; sizeBytes: number } | undefined>;
   /** Removes the video; succeeds when there is none. */
   delete(ref: ReplayRef): Promise<void>;
 }

@@ -41,7 +41,7 @@ export function createFileReplayStore(root: string): ReplayStore {
       }
       return { sizeBytes: size };
     },
-    async open(ref) {
+    async open(ref, range) {
       const file = fileOf(ref);
       const handle = await open(file, 'r').catch((error: NodeJS.ErrnoException) => {
         if (error.code === 'ENOENT') return undefined;
@@ -50,7 +50,7 @@ export function createFileReplayStore(root: string): ReplayStore {
       if (!handle) return undefined;
       // Read through the open handle: a delete meanwhile cannot cut the download short.
       const { size } = await handle.stat();
-      return { stream: handle.createReadStream(), sizeBytes: size };
+      return { stream: handle.createReadStream(range ? { start: range.start, end: range.end } : {}), sizeBytes: size };
     },
     async delete(ref) {
       await rm(fileOf(ref), { force: true });

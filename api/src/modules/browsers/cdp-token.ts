@@ -42,8 +42,14 @@ export const PROFILE_TOKEN_TTL_MS = 30 * 24 * 60 * 60 * 1000;
  */
 export const REPLAY_TOKEN_TTL_MS = 2 * 24 * 60 * 60 * 1000;
 
+/**
+ * A recording's replay_view_url (modules/replays/view.ts) lets whoever holds it watch that
+ * one video without an API key: an hour, like cdp_ws_url, renewed by every list.
+ */
+export const REPLAY_VIEW_TOKEN_TTL_MS = 60 * 60 * 1000;
+
 /** What a token may be used for; each purpose has its own lifetime. */
-export type TokenPurpose = 'cdp' | 'profile' | 'replay' | 'telemetry' | 'extension';
+export type TokenPurpose = 'cdp' | 'profile' | 'replay' | 'replay_view' | 'telemetry' | 'extension';
 /** The agent fetches its extensions once, at start (a pod may wait a while to be scheduled). */
 export const EXTENSION_TOKEN_TTL_MS = 24 * 60 * 60 * 1000;
 /** The agent's telemetry side door (browser-telemetry module) is bounded like the profile's: by the session, the expiry a backstop. */
@@ -51,6 +57,7 @@ const TTL_MS: Record<TokenPurpose, number> = {
   cdp: CDP_TOKEN_TTL_MS,
   profile: PROFILE_TOKEN_TTL_MS,
   replay: REPLAY_TOKEN_TTL_MS,
+  replay_view: REPLAY_VIEW_TOKEN_TTL_MS,
   telemetry: PROFILE_TOKEN_TTL_MS,
   extension: EXTENSION_TOKEN_TTL_MS,
 };

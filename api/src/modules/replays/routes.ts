@@ -1,13 +1,13 @@
-import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
-import { notFound } from '../../http/errors.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
 import { projectScopeOf } from '../../scope.js';
 import { browserIdParams } from '../browsers/index.js';
 import { presentReplay, replayParams, replaySchema, replayStartBody } from './schema.js';
 import { finishedReplay, listReplays, startReplay, stopReplay } from './service.js';
+import { sendReplayVideo } from './video-response.js';
+import { replayViewUrls } from './view.js';
 
 /** browsers.replays (CONTRACT §2.4): start, stop, list, download. docs/replays.md. */
 
@@ -25,7 +25,11 @@ export function replayRoutes(deps: AppDeps): RouteDef[] {
       auth: 'project',
       params: browserIdParams,
       responses: { 200: { description: 'Bare array of recordings', schema: z.array(replaySchema) }, ...errorResponses(404) },
-      handler: async ({ params, auth }) => json((await listReplays(deps, projectScopeOf(auth), params.id_or_name)).map(presentReplay)),
+      handler: async ({ params, auth, req }) => {
+        const rows = await listReplays(deps, projectScopeOf(auth), params.id_or_name);
+        const viewUrl = replayViewUrls(deps, req);
+        return json(await Promise.all(rows.map(async (row) => presentReplay(row, await viewUrl(row)))));
+      },
     }),
     defineRoute({
       method: 'post',
@@ -40,6 +44,7 @@ export function replayRoutes(deps: AppDeps): RouteDef[] {
       params: browserIdParams,
       body: replayStartBody,
       responses: { 200: { description: 'The recording', schema: replaySchema }, ...errorResponses(400, 404, 409, 429, 502, 503) },
+      // A new recording has no video yet, so no replay_view_url: list once it is stopped.
       handler: async ({ params, body, auth }) => json(presentReplay(await startReplay(deps, projectScopeOf(auth), params.id_or_name, body))),
     }),
     defineRoute({
@@ -62,30 +67,19 @@ export function replayRoutes(deps: AppDeps): RouteDef[] {
       path: '/browsers/{id_or_name}/replays/{replay_id}',
       operationId: 'downloadReplay',
       summary: 'Download a finished recording (video/mp4)',
-      description: '409 replay_in_progress while it records, 409 replay_failed when it has no video.',
+      description: 'Honours one Range: bytes=… (206). 409 replay_in_progress while it records, 409 replay_failed when it has no video.',
       tags,
       auth: 'project',
       params: replayParams,
       responses: {
         200: { description: 'The video', schema: z.string().meta({ format: 'binary' }), contentType: 'video/mp4' },
+        206: { description: 'The byte range asked for in a Range header', schema: z.string().meta({ format: 'binary' }), contentType: 'video/mp4' },
+        416: { description: 'The Range lies past the end of the video' },
         ...errorResponses(404, 409),
       },
-      handler: async ({ params, auth, res, log }) => {
+      handler: async ({ params, auth, req, res, log }) => {
         const row = await finishedReplay(deps, projectScopeOf(auth), params.id_or_name, params.replay_id);
-        const video = await deps.replayStore.open({ orgId: row.org_id, projectId: row.project_id, replayId: row.id });
-        if (!video) throw notFound('Replay', row.id);
-        res.status(200);
-        res.setHeader('Content-Type', 'video/mp4');
-        res.setHeader('Content-Length', String(video.sizeBytes));
-        res.setHeader('Content-Disposition', `attachment; filename="${row.id}.mp4"`);
-        res.setHeader('Cache-Control', 'no-store');
-        try {
-          await pipeline(video.stream, res);
-        } catch (error) {
-          // Headers are out: cutting the connection is how the client learns the video is not whole.
-          log.warn({ err: error, replayId: row.id }, 'replay download ended early');
-          res.destroy();
-        }
+        await sendReplayVideo(deps, row, { req, res, log, disposition: 'attachment' });
         return { kind: 'handled' };
       },
     }),

@@ -31,7 +31,10 @@ export const replaySchema = z
     replay_id: z.string().describe('The recording'),
     started_at: z.string().nullable().optional().describe('When it started (RFC 3339)'),
     finished_at: z.string().nullable().optional().describe('When it ended (RFC 3339); null while recording'),
-    replay_view_url: z.string().optional().describe('Not served: download the video instead'),
+    replay_view_url: z
+      .string()
+      .optional()
+      .describe('A page that plays the video in a browser, no API key needed (its token: one hour, this replay only); absent until the video is stored'),
   })
   .meta({ id: 'Replay' });
 
@@ -39,6 +42,11 @@ export const replayParams = browserIdParams.extend({
   replay_id: z.string().min(1).max(128).describe('The recording'),
 });
 
-export function presentReplay(row: { id: string; started_at: Date; finished_at: Date | null }): z.infer<typeof replaySchema> {
-  return { replay_id: row.id, started_at: row.started_at.toISOString(), finished_at: row.finished_at?.toISOString() ?? null };
+export function presentReplay(row: { id: string; started_at: Date; finished_at: Date | null }, viewUrl?: string): z.infer<typeof replaySchema> {
+  return {
+    replay_id: row.id,
+    started_at: row.started_at.toISOString(),
+    finished_at: row.finished_at?.toISOString() ?? null,
+    ...(viewUrl ? { replay_view_url: viewUrl } : {}),
+  };
 }

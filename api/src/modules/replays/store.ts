@@ -51,6 +51,12 @@ export async function findSessionReplay(db: Queryable, scope: SessionScope, repl
   return rows[0];
 }
 
+/** A replay by its id alone, for routes whose token names it (the view page). */
+export async function findReplayById(db: Queryable, replayId: string): Promise<ReplayRow | undefined> {
+  const { rows } = await db.query<ReplayRow>(`SELECT ${COLUMNS} FROM replays WHERE id = $1`, [replayId]);
+  return rows[0];
+}
+
 export async function findRecordingReplay(db: Queryable, replayId: string): Promise<ReplayRow | undefined> {
   const { rows } = await db.query<ReplayRow>(`SELECT ${COLUMNS} FROM replays WHERE id = $1 AND status = 'recording'`, [replayId]);
   return rows[0];
