@@ -302,6 +302,12 @@ describe('truncated multipart bodies', () => {
       expect(res.status, res.text).toBe(400);
       expect(res.body.code).toBe('invalid_multipart');
     }
+    // A malformed part header: busboy reports it twice (then the form's end), which must not end the agent.
+    for (const op of ['upload', 'upload_zip']) {
+      const res = await rawRequest(fs.client, 'POST', `/browsers/${fs.id}/fs/${op}`, new Uint8Array(Buffer.from(`--${boundary}\r\nNone--${boundary}--\r\n`)), { 'content-type': `multipart/form-data; boundary=${boundary}` });
+      expect(res.status, res.text).toBe(400);
+      expect(res.body.code).toBe('invalid_multipart');
+    }
     expect(await exists('cut.bin')).toBe(false);
     expect(await exists('cut-zip')).toBe(false);
     await new Promise((resolve) => setTimeout(resolve, 1000));

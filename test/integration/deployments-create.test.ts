@@ -33,6 +33,9 @@ const form = (parts: [string, string | Blob, string?][]) => {
 describe('POST /deployments with forms the SDK never sends', () => {
   it.each([
     ['a truncated multipart body', () => post('--xyz\r\ncontent-disposition: form-data; name="file"; filename="a.js"\r\n\r\nexport {}', 'multipart/form-data; boundary=xyz'), 400, 'invalid_multipart'],
+    // busboy reports this one twice (a bad part header, then the form's end): once crashed the extensions upload.
+    ['a part with a malformed header', () => post('--xyz\r\nNone--xyz--\r\n', 'multipart/form-data; boundary=xyz'), 400, 'invalid_multipart'],
+    ['a truncated part that is not the file', () => post('--xyz\r\ncontent-disposition: form-data; name="other"; filename="b.js"\r\n\r\nexport {}', 'multipart/form-data; boundary=xyz'), 400, 'invalid_multipart'],
     ['a text/plain body', () => post('hello', 'text/plain'), 415, 'unsupported_media_type'],
     ['two file parts', () => post(form([['file', new Blob(['a']), 'a.js'], ['file', new Blob(['b']), 'b.js'], ['entrypoint_rel_path', 'a.js']])), 400, 'invalid_request'],
     ['a field sent twice', () => post(form([['file', new Blob(['a']), 'a.js'], ['entrypoint_rel_path', 'a.js'], ['entrypoint_rel_path', 'b.js']])), 400, 'invalid_request'],

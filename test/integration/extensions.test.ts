@@ -116,6 +116,24 @@ describe('POST /extensions', () => {
   });
 });
 
+describe('POST /extensions with malformed forms', () => {
+  // busboy reports the first one twice (a bad part header, then the form's end); a second
+  // 'error' with no listener ended the service (found by the fuzz tier).
+  it.each([
+    ['a part with a malformed header', '--xyz\r\nNone--xyz--\r\n'],
+    ['a form cut off inside the zip', '--xyz\r\ncontent-disposition: form-data; name="file"; filename="a.zip"\r\n\r\nPK\u0003\u0004'],
+    ['a closing boundary only', '--xyz--\r\n'],
+  ])('answers %s with 400 and stores nothing', async (_label, body) => {
+    const { http: client } = await newProject(app.tenant.http);
+    const res = await fetch(`${client.baseUrl}/extensions`, { method: 'POST', headers: { ...headersOf(client), 'content-type': 'multipart/form-data; boundary=xyz' }, body });
+    const answer = (await res.json()) as { code: string; message: string };
+    expect(res.status, JSON.stringify(answer)).toBe(400);
+    expect(answer.message).not.toBe('');
+    expect(await count(client)).toBe(0);
+    expect((await client.get('/extensions')).status).toBe(200);
+  });
+});
+
 describe('GET /extensions', () => {
   it('pages newest first and filters by exact name or substring/id', async () => {
     const { http: client } = await newProject(app.tenant.http);

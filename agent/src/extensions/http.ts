@@ -80,6 +80,8 @@ function readItems(request: IncomingMessage): Promise<Item[]> {
         else chunks.push(chunk);
       });
       stream.once('limit', () => fail(new Refusal(413, 'extension_too_large', `a zip is larger than ${MAX_EXTENSION_ZIP_BYTES} bytes`)));
+      // A part cut off by the form's end is destroyed with an error: the parser's own error answers the request.
+      stream.on('error', (error: Error) => fail(new Refusal(400, 'invalid_request', `malformed multipart body: ${error.message}`)));
       stream.once('end', () => {
         try {
           items.add(name, (item) => (item.zip = Buffer.concat(chunks)), (item) => item.zip !== undefined);
@@ -89,7 +91,8 @@ function readItems(request: IncomingMessage): Promise<Item[]> {
       });
     });
     for (const event of ['filesLimit', 'fieldsLimit'] as const) parser.on(event, () => fail(new Refusal(400, 'too_many_extensions', `at most ${MAX_LOADED_EXTENSIONS} extensions may be loaded`)));
-    parser.once('error', (error: Error) => {
+    // busboy may emit 'error' more than once (a bad part header, then the form's end): `on`, not `once`, or the second ends the process.
+    parser.on('error', (error: Error) => {
       request.unpipe(parser);
       request.resume();
       reject(failure ?? new Refusal(400, 'invalid_request', `malformed multipart body: ${error.message}`));

@@ -62,7 +62,8 @@ function parseMultipart(request: IncomingMessage, onField: (name: string, value:
       chain = chain.then(() => onFile(name, buffered));
       chain.catch(() => buffered.destroy());
     });
-    parser.once('error', (error: Error) => fail(malformed(error)));
+    // busboy may emit 'error' more than once (a bad part header, then the form's end): `on`, not `once`, or the second ends the process.
+    parser.on('error', (error: Error) => fail(malformed(error)));
     parser.once('close', () => chain.then(resolve, fail));
     request.pipe(parser);
   });

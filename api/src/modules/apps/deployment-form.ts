@@ -91,6 +91,8 @@ function parse(request: IncomingMessage, form: ReceivedForm, spoolDir: string, m
     parser.on('file', (name, stream, info) => {
       if (name !== 'file' || form.file) {
         if (name === 'file') fail(badRequest('invalid_request', 'Only one file part may be sent'));
+        // Drained; a part the form's end cuts off errors, and the parser's own error answers for it.
+        stream.on('error', () => undefined);
         stream.resume();
         return;
       }
@@ -103,7 +105,8 @@ function parse(request: IncomingMessage, form: ReceivedForm, spoolDir: string, m
     });
     parser.on('filesLimit', () => fail(badRequest('invalid_request', 'Only one file part may be sent')));
     parser.on('fieldsLimit', () => fail(badRequest('invalid_request', `At most ${MAX_FIELDS} fields may be sent`)));
-    parser.once('error', (error: Error) => {
+    // busboy may emit 'error' more than once (a bad part header, then the form's end): `on`, not `once`, or the second ends the process.
+    parser.on('error', (error: Error) => {
       request.unpipe(parser);
       request.resume();
       fail(malformed(error));

@@ -53,6 +53,8 @@ export function readZipForm(request: IncomingMessage, limits: { maxZipBytes: num
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.once('limit', () => fail(zipTooLarge(limits.maxZipBytes, field)));
+      // A part cut off by the form's end is destroyed with an error: the parser's own error answers the request.
+      stream.on('error', (error: Error) => fail(badRequest('invalid_multipart', `Malformed multipart body: ${error.message}`)));
       stream.once('end', () => {
         form.files.push({ field, bytes: Buffer.concat(chunks) });
         reading -= 1;
@@ -61,7 +63,8 @@ export function readZipForm(request: IncomingMessage, limits: { maxZipBytes: num
     });
     parser.on('filesLimit', () => fail(badRequest('invalid_request', `At most ${limits.maxFiles} files may be sent`)));
     parser.on('fieldsLimit', () => fail(badRequest('invalid_request', `At most ${limits.maxFields} fields may be sent`)));
-    parser.once('error', (error: Error) => {
+    // busboy may emit 'error' more than once (a bad part header, then the form's end): `on`, not `once`, or the second ends the process.
+    parser.on('error', (error: Error) => {
       request.unpipe(parser);
       request.resume();
       reject(failure ?? badRequest('invalid_multipart', `Malformed multipart body: ${error.message}`));
