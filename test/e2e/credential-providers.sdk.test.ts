@@ -1,5 +1,5 @@
 import type Kernel from '@onkernel/sdk';
-import { BadRequestError, ConflictError, InternalServerError, NotFoundError, PermissionDeniedError } from '@onkernel/sdk';
+import { APIError, BadRequestError, ConflictError, NotFoundError, PermissionDeniedError } from '@onkernel/sdk';
 import type { CredentialProvider } from '@onkernel/sdk/resources/credential-providers';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PASSWORD, startLoginSites, USERNAME, type LoginSites } from '../fixtures/login-sites/server.js';
@@ -97,7 +97,10 @@ describe('credential providers through the SDK', () => {
       ['Shared/Other', 'Shared', ['https://other.example']],
     ]);
     const wrong = await create({ token: 'not-the-token' });
-    await rejection(admin.credentialProviders.listItems(wrong.id), InternalServerError);
+    // 424: the request was fine, the Connect server it depends on refused it.
+    const failed = await rejection(admin.credentialProviders.listItems(wrong.id), APIError);
+    expect(failed.status).toBe(424);
+    expect(failed.error).toMatchObject({ code: 'credential_provider_error' });
   });
 
   it('refuses a project-scoped key (403) and another org’s key sees nothing (404)', async () => {

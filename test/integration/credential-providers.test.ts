@@ -254,10 +254,10 @@ describe('credential providers', () => {
       for (const secret of ['pw-1', 'pw-2', 'pw-3']) expect(res.text).not.toContain(secret);
     });
 
-    it('items: a wrong token answers 502 credential_provider_error, not retried', async () => {
+    it('items: a wrong token answers 424 credential_provider_error, not retried', async () => {
       const created = await create({ token: 'wrong-token' });
       const res = await http.get(`/org/credential_providers/${created.id}/items`);
-      expectError(res, 502, 'credential_provider_error');
+      expectError(res, 424, 'credential_provider_error');
       expect(res.headers.get('x-should-retry')).toBe('false');
     });
 

@@ -71,9 +71,13 @@ function itemsOf(deps: Deps, p: Opened): Promise<Array<{ item: ConnectItemSummar
   });
 }
 
-/** A Connect failure on an API call: 502, retried by the SDK only when the server could not be reached. */
+/**
+ * A Connect failure on an API call: 424, the request was fine but the server it depends on
+ * failed (as the Chrome Web Store's 424); x-should-retry tells the SDK to retry only when
+ * that server could not be reached. Not a 5xx: this service did not fail.
+ */
 const upstreamFailed = (error: ConnectError) =>
-  new AppError(502, 'credential_provider_error', error.message, { shouldRetry: error.reason === 'unreachable' });
+  new AppError(424, 'credential_provider_error', error.message, { shouldRetry: error.reason === 'unreachable' });
 
 export async function listProviderItems(deps: Deps, scope: OrgScope, idOrName: string): Promise<{ items: ProviderItem[] }> {
   const p = await open(deps, scope.orgId, idOrName);

@@ -90,7 +90,7 @@ export function credentialProviderRoutes(deps: AppDeps): RouteDef[] {
       tags,
       auth: 'org',
       params: providerParams,
-      responses: { 200: { description: 'The items', schema: providerItemsSchema }, ...errorResponses(404, 502) },
+      responses: { 200: { description: 'The items', schema: providerItemsSchema }, ...errorResponses(404, 424) },
       handler: async ({ params, auth }) => json(await listProviderItems(deps, orgScopeOf(auth), params.id)),
     }),
     defineRoute({
