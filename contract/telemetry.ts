@@ -7,6 +7,9 @@
  */
 import { z } from 'zod';
 
+// Zod-free, for the agent (which loads no zod while idle); re-exported for the API.
+export { capturedCategories, CDP_BACKED_CATEGORIES, TELEMETRY_MAX_SCREENSHOT_BYTES } from './telemetry-capture.js';
+
 export const TELEMETRY_CATEGORIES = ['captcha', 'connection', 'console', 'control', 'interaction', 'monitor', 'network', 'page', 'screenshot', 'system'] as const;
 export type TelemetryCategory = (typeof TELEMETRY_CATEGORIES)[number];
 
@@ -46,24 +49,8 @@ export const TELEMETRY_TYPE_CATEGORY: Record<string, TelemetryCategory> = {
 
 /** An event's data larger than this (as JSON) is cut down by its producer and flagged truncated. */
 export const TELEMETRY_MAX_DATA_BYTES = 16 * 1024;
-/** A monitor_screenshot's PNG (base64) is at most this long; the agent downscales, then skips, a larger one. */
-export const TELEMETRY_MAX_SCREENSHOT_BYTES = 256 * 1024;
 /** Events in one POST to the side door. */
 export const TELEMETRY_MAX_BATCH = 500;
-
-/** Categories the agent captures through its own CDP connection to Chromium. */
-export const CDP_BACKED_CATEGORIES: readonly TelemetryCategory[] = ['console', 'network', 'page', 'interaction', 'screenshot'];
-
-/**
- * The categories actually captured for a set of enabled ones: monitor (the health of the
- * agent's CDP capture) is not in the SDK's category list, so it is on whenever a
- * CDP-backed category is, as well as when asked for by name.
- */
-export function capturedCategories(enabled: Iterable<string>): Set<string> {
-  const out = new Set(enabled);
-  if (CDP_BACKED_CATEGORIES.some((c) => out.has(c))) out.add('monitor');
-  return out;
-}
 
 /** What the agent captures and where it sends it; absent: nothing captured. */
 export const telemetrySpecSchema = z.object({

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import { TELEMETRY_MAX_SCREENSHOT_BYTES, type TelemetryEvent } from '../../../contract/telemetry.js';
+import type { TelemetryEvent } from '../../../contract/telemetry.js';
+import { TELEMETRY_MAX_SCREENSHOT_BYTES } from '../../../contract/telemetry-capture.js';
 import type { EventedCdp } from '../curl/cdp-session.js';
 
 /**

@@ -1,7 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
 import type { Logger } from 'pino';
-import { capturedCategories, TELEMETRY_MAX_SCREENSHOT_BYTES, type TelemetryCategory, type TelemetryEvent, type TelemetrySpec } from '../../../contract/telemetry.js';
+import type { TelemetryCategory, TelemetryEvent, TelemetrySpec } from '../../../contract/telemetry.js';
+import { capturedCategories, TELEMETRY_MAX_SCREENSHOT_BYTES } from '../../../contract/telemetry-capture.js';
 
 /**
  * Where the agent's telemetry goes: events of the enabled categories are queued and POSTed
