@@ -7,6 +7,9 @@
  */
 import { z } from 'zod';
 
+// Zod-free, for the agent (which loads no zod while idle); re-exported for the API.
+export { capturedCategories, CDP_BACKED_CATEGORIES, TELEMETRY_MAX_SCREENSHOT_BYTES } from './telemetry-capture.js';
+
 export const TELEMETRY_CATEGORIES = ['captcha', 'connection', 'console', 'control', 'interaction', 'monitor', 'network', 'page', 'platform', 'screenshot', 'system'] as const;
 export type TelemetryCategory = (typeof TELEMETRY_CATEGORIES)[number];
 

@@ -2,6 +2,9 @@ import type { Logger } from 'pino';
 import type { CdpMux } from '../cdp/mux.js';
 import { openEventedCdp, type CdpEvent, type EventedCdp } from '../curl/cdp-session.js';
 import * as map from './cdp-events.js';
+import { navigationSettledEvent, pageMessageEvent, parseMessage } from './page-events.js';
+import { PageProbe } from './page-probe.js';
+import { ScreenshotTimer } from './screenshot.js';
 import type { TelemetrySink } from './sink.js';
 
 /**
@@ -10,21 +13,50 @@ import type { TelemetrySink } from './sink.js';
  * (page_tab_opened) and auto-attaches to every page, where it enables only the domains of
  * the enabled categories: Runtime for console (a page can notice Runtime.enable, so it is
  * never enabled for a session that does not capture console), Network for network, Page
- * for page. Network idle is 500 ms with no request in flight after one was.
+ * for page (and Network too, for page_navigation_settled). Interaction and the page
+ * metrics come from a script in an isolated world (page-probe.ts), screenshots from a timer
+ * (screenshot.ts); neither exists unless its category is on. Network idle is 500 ms with
+ * no request in flight after one was; a navigation is settled once the page loaded, the
+ * network is idle and the layout settled.
  */
 
 const NETWORK_IDLE_MS = 500;
-const CDP_CATEGORIES = ['console', 'network', 'page'] as const;
+const CDP_CATEGORIES = ['console', 'network', 'page', 'interaction', 'screenshot'] as const;
+export type CdpCategory = (typeof CDP_CATEGORIES)[number];
+
+/** A step of the start that failed (monitor_init_failed's `step`). */
+export class CaptureStartError extends Error {
+  constructor(
+    readonly step: string,
+    cause: unknown,
+  ) {
+    super(`telemetry capture: ${step} failed`, { cause });
+  }
+}
+
+async function step<T>(name: string, run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    throw new CaptureStartError(name, error);
+  }
+}
 
 interface Target {
   ctx: map.TargetContext;
   inflight: Map<string, string>;
   idleTimer?: NodeJS.Timeout;
   sawRequest: boolean;
+  /** Of the current navigation: page_navigation_settled waits for all three. */
+  loaded: boolean;
+  layoutSettled: boolean;
+  navigationSettled: boolean;
 }
 
 export class CdpCapture {
   private readonly targets = new Map<string, Target>();
+  private readonly probe?: PageProbe;
+  private screenshots?: ScreenshotTimer;
   private closed = false;
 
   private constructor(
@@ -32,24 +64,37 @@ export class CdpCapture {
     private readonly sink: TelemetrySink,
     private readonly domains: ReadonlySet<string>,
     private readonly log: Logger,
-  ) {}
+  ) {
+    const interaction = domains.has('interaction');
+    const metrics = domains.has('page');
+    if (interaction || metrics) this.probe = new PageProbe(cdp, { interaction, metrics });
+  }
 
   /** Categories the capture needs CDP for; none: no connection at all. */
-  static needed(enabled: (category: 'console' | 'network' | 'page') => boolean): Set<string> {
+  static needed(enabled: (category: CdpCategory) => boolean): Set<string> {
     return new Set(CDP_CATEGORIES.filter(enabled));
   }
 
+  /** Fails with a CaptureStartError naming the step. */
   static async start(mux: CdpMux, sink: TelemetrySink, domains: ReadonlySet<string>, log: Logger): Promise<CdpCapture> {
-    const capture = new CdpCapture(await openEventedCdp(mux), sink, domains, log);
-    capture.cdp.onEvent((event) => capture.onEvent(event));
-    if (domains.has('page')) await capture.cdp.send('Target.setDiscoverTargets', { discover: true, filter: [{ type: 'page' }] });
-    await capture.cdp.send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true, filter: [{ type: 'page' }] });
-    return capture;
+    const capture = new CdpCapture(await step('connect', () => openEventedCdp(mux)), sink, domains, log);
+    try {
+      capture.cdp.onEvent((event) => capture.onEvent(event));
+      const send = (method: string, params: Record<string, unknown>) => step(method, () => capture.cdp.send(method, params));
+      if (domains.has('page')) await send('Target.setDiscoverTargets', { discover: true, filter: [{ type: 'page' }] });
+      await send('Target.setAutoAttach', { autoAttach: true, waitForDebuggerOnStart: false, flatten: true, filter: [{ type: 'page' }] });
+      if (domains.has('screenshot')) capture.screenshots = new ScreenshotTimer(capture.cdp, () => capture.activePage(), (event) => sink.emit(event), log);
+      return capture;
+    } catch (error) {
+      capture.close();
+      throw error;
+    }
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.screenshots?.stop();
     for (const target of this.targets.values()) clearTimeout(target.idleTimer);
     this.targets.clear();
     this.cdp.close(new Error('telemetry capture closed'));
@@ -73,7 +118,7 @@ export class CdpCapture {
       const info = params.targetInfo as { targetId: string; type?: string; url?: string };
       const sessionId = params.sessionId as string;
       const ctx: map.TargetContext = { session_id: sessionId, target_id: info.targetId, target_type: map.targetType(info.type), url: info.url, nav_seq: 0 };
-      this.targets.set(sessionId, { ctx, inflight: new Map(), sawRequest: false });
+      this.targets.set(sessionId, { ctx, inflight: new Map(), sawRequest: false, loaded: false, layoutSettled: false, navigationSettled: false });
       void this.enableDomains(sessionId);
     } else if (method === 'Target.detachedFromTarget') {
       const target = this.targets.get(params.sessionId as string);
@@ -84,11 +129,13 @@ export class CdpCapture {
 
   private async enableDomains(sessionId: string): Promise<void> {
     const send = (method: string) => this.cdp.send(method, {}, sessionId);
+    const has = (category: CdpCategory) => this.domains.has(category);
     try {
       await Promise.all([
-        this.domains.has('page') ? send('Page.enable') : undefined,
-        this.domains.has('network') ? send('Network.enable') : undefined,
-        this.domains.has('console') ? send('Runtime.enable') : undefined,
+        has('page') || has('interaction') ? send('Page.enable') : undefined,
+        has('network') || has('page') ? send('Network.enable') : undefined,
+        has('console') ? send('Runtime.enable') : undefined,
+        this.probe?.install(sessionId),
       ]);
     } catch (error) {
       // The page closed while we attached: nothing to capture there.
@@ -118,17 +165,47 @@ export class CdpCapture {
         return this.settle(target, params.requestId as string);
       case 'Page.frameNavigated': {
         const frame = params.frame as { parentId?: string; url?: string };
+        void this.probe?.rebind(target.ctx.session_id).catch(() => undefined);
         if (frame.parentId === undefined) {
           ctx.nav_seq += 1;
           if (frame.url !== undefined) ctx.url = frame.url;
+          Object.assign(target, { loaded: false, layoutSettled: false, navigationSettled: false });
         }
         return this.sink.emit(map.navigationEvent(params, ctx));
       }
       case 'Page.domContentEventFired':
+        void this.probe?.rebind(target.ctx.session_id).catch(() => undefined);
         return this.sink.emit(map.lifecycleEvent('dom', params, ctx));
       case 'Page.loadEventFired':
+        target.loaded = true;
         return this.sink.emit(map.lifecycleEvent('load', params, ctx));
+      case 'Runtime.bindingCalled':
+        return this.onPageMessage(target, params);
     }
+  }
+
+  private onPageMessage(target: Target, params: Record<string, unknown>): void {
+    if (params.name !== this.probe?.binding) return;
+    const message = parseMessage(params.payload);
+    const event = message && pageMessageEvent(message, target.ctx);
+    if (!event) return;
+    this.sink.emit(event);
+    if (event.type === 'page_layout_settled') {
+      target.layoutSettled = true;
+      this.maybeNavigationSettled(target);
+    }
+  }
+
+  private maybeNavigationSettled(target: Target): void {
+    const networkIdle = target.inflight.size === 0 && !target.sawRequest;
+    if (target.navigationSettled || !target.loaded || !target.layoutSettled || !networkIdle) return;
+    target.navigationSettled = true;
+    this.sink.emit(navigationSettledEvent(target.ctx));
+  }
+
+  /** The page to screenshot: the one attached last that is still open. */
+  private activePage(): string | undefined {
+    return [...this.targets.keys()].at(-1);
   }
 
   private settle(target: Target, requestId: string): void {
@@ -139,6 +216,7 @@ export class CdpCapture {
       if (target.inflight.size > 0 || this.closed) return;
       target.sawRequest = false;
       this.sink.emit(map.networkIdleEvent(target.ctx));
+      this.maybeNavigationSettled(target);
     }, NETWORK_IDLE_MS);
     target.idleTimer.unref();
   }

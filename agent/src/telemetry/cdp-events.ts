@@ -32,7 +32,8 @@ export function remoteText(arg: RemoteObject): string {
   return arg.unserializableValue ?? arg.description ?? arg.type ?? '';
 }
 
-function context(ctx: TargetContext, extra: { frame_id?: unknown; loader_id?: unknown } = {}): Record<string, unknown> {
+/** The context fields every CDP-sourced event carries (BrowserEventContext). */
+export function contextFields(ctx: TargetContext, extra: { frame_id?: unknown; loader_id?: unknown } = {}): Record<string, unknown> {
   const out: Record<string, unknown> = { session_id: ctx.session_id, target_id: ctx.target_id, target_type: ctx.target_type, nav_seq: ctx.nav_seq };
   if (ctx.url !== undefined) out.url = ctx.url;
   if (typeof extra.frame_id === 'string') out.frame_id = extra.frame_id;
@@ -43,7 +44,7 @@ function context(ctx: TargetContext, extra: { frame_id?: unknown; loader_id?: un
 export function consoleEvent(params: Params, ctx: TargetContext): Draft {
   const args = ((params.args as RemoteObject[] | undefined) ?? []).map(remoteText);
   const level = typeof params.type === 'string' ? params.type : 'log';
-  const data: Record<string, unknown> = { ...context(ctx), level, text: args[0] ?? '', args };
+  const data: Record<string, unknown> = { ...contextFields(ctx), level, text: args[0] ?? '', args };
   if (params.stackTrace) data.stack_trace = params.stackTrace;
   return { category: 'console', type: level === 'error' ? 'console_error' : 'console_log', source: cdp('Runtime.consoleAPICalled'), data };
 }
@@ -52,7 +53,7 @@ export function exceptionEvent(params: Params, ctx: TargetContext): Draft {
   const details = (params.exceptionDetails ?? {}) as { text?: string; lineNumber?: number; columnNumber?: number; url?: string; exception?: RemoteObject; stackTrace?: unknown };
   const message = details.exception?.description?.split('\n')[0];
   const text = [details.text ?? 'Uncaught', message].filter(Boolean).join(' ');
-  const data: Record<string, unknown> = { ...context(ctx), text, line: details.lineNumber, column: details.columnNumber };
+  const data: Record<string, unknown> = { ...contextFields(ctx), text, line: details.lineNumber, column: details.columnNumber };
   if (details.url) data.source_url = details.url;
   if (details.stackTrace) data.stack_trace = details.stackTrace;
   return { category: 'console', type: 'console_error', source: cdp('Runtime.exceptionThrown'), data };
@@ -62,7 +63,7 @@ export function requestEvent(params: Params, ctx: TargetContext): Draft {
   const request = (params.request ?? {}) as { url?: string; method?: string; headers?: Record<string, unknown>; postData?: string };
   const redirect = params.redirectResponse !== undefined;
   const data: Record<string, unknown> = {
-    ...context(ctx, { frame_id: params.frameId, loader_id: params.loaderId }),
+    ...contextFields(ctx, { frame_id: params.frameId, loader_id: params.loaderId }),
     request_id: params.requestId,
     method: request.method,
     url: request.url,
@@ -80,7 +81,7 @@ export function requestEvent(params: Params, ctx: TargetContext): Draft {
 export function responseEvent(params: Params, ctx: TargetContext, method: string | undefined): Draft {
   const response = (params.response ?? {}) as { url?: string; status?: number; statusText?: string; headers?: Record<string, unknown>; mimeType?: string };
   const data: Record<string, unknown> = {
-    ...context(ctx, { frame_id: params.frameId, loader_id: params.loaderId }),
+    ...contextFields(ctx, { frame_id: params.frameId, loader_id: params.loaderId }),
     request_id: params.requestId,
     url: response.url,
     status: response.status,
@@ -98,12 +99,12 @@ export function loadingFailedEvent(params: Params, ctx: TargetContext): Draft {
     category: 'network',
     type: 'network_loading_failed',
     source: cdp('Network.loadingFailed'),
-    data: { ...context(ctx), request_id: params.requestId, error_text: params.errorText, canceled: params.canceled === true, resource_type: params.type },
+    data: { ...contextFields(ctx), request_id: params.requestId, error_text: params.errorText, canceled: params.canceled === true, resource_type: params.type },
   };
 }
 
 export function networkIdleEvent(ctx: TargetContext): Draft {
-  return { category: 'network', type: 'network_idle', source: cdp('Network.loadingFinished'), data: context(ctx) };
+  return { category: 'network', type: 'network_idle', source: cdp('Network.loadingFinished'), data: contextFields(ctx) };
 }
 
 export function navigationEvent(params: Params, ctx: TargetContext): Draft {
@@ -118,7 +119,7 @@ export function lifecycleEvent(kind: 'dom' | 'load', params: Params, ctx: Target
     category: 'page',
     type: kind === 'dom' ? 'page_dom_content_loaded' : 'page_load',
     source: cdp(kind === 'dom' ? 'Page.domContentEventFired' : 'Page.loadEventFired'),
-    data: { ...context(ctx), cdp_timestamp: params.timestamp },
+    data: { ...contextFields(ctx), cdp_timestamp: params.timestamp },
   };
 }
 

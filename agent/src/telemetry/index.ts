@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
 import type { TelemetrySpec } from '../../../contract/telemetry.js';
 import type { CdpMux } from '../cdp/mux.js';
-import { CdpCapture } from './cdp-capture.js';
+import { CaptureStartError, CdpCapture } from './cdp-capture.js';
+import { monitorEvent } from './monitor-events.js';
 import { telemetry } from './sink.js';
 
 /**
@@ -9,7 +10,15 @@ import { telemetry } from './sink.js';
  * Chromium runs, reconfigured by POST /settings, told when Chromium crashes, flushed on
  * the way out. The CDP capture is reopened whenever the set of CDP-backed categories
  * changes, so it never holds a domain enabled that no category needs.
+ *
+ * Monitor events (category monitor, on with any CDP-backed category) say what happened to
+ * the capture itself: monitor_init_failed when it cannot start, and around a Chromium
+ * restart monitor_disconnected, then monitor_reconnected, or monitor_reconnect_failed
+ * after RECONNECT_ATTEMPTS tries.
  */
+
+export const RECONNECT_ATTEMPTS = 3;
+const RECONNECT_DELAY_MS = 500;
 
 let capture: CdpCapture | undefined;
 let captureKey = '';
@@ -27,33 +36,57 @@ export function startTelemetry(spec: TelemetrySpec | undefined, cdp: () => CdpMu
 /** Applies a new configuration (an absent one stops capture); capture failures are logged, never thrown. */
 export function updateTelemetry(spec: TelemetrySpec | undefined): Promise<void> {
   telemetry.configure(spec);
-  chain = chain.then(() => reconcileCapture());
+  chain = chain.then(async () => void (await reconcileCapture()));
   return chain;
 }
 
 /** Chromium was restarted (extensions loaded): the capture reopens on the new CDP connection. */
 export function reattachTelemetry(): Promise<void> {
+  const wasCapturing = capture !== undefined;
   capture?.close();
   capture = undefined;
   captureKey = '';
-  chain = chain.then(() => reconcileCapture());
+  const started = Date.now();
+  if (wasCapturing) telemetry.emit(monitorEvent('monitor_disconnected', { reason: 'chrome_restarted' }));
+  chain = chain.then(async () => void (wasCapturing ? await reconnect(started) : await reconcileCapture()));
   return chain;
 }
 
-async function reconcileCapture(): Promise<void> {
+async function reconnect(started: number): Promise<void> {
+  for (let attempt = 1; ; attempt += 1) {
+    const failed = await reconcileCapture({ reportFailure: false });
+    if (failed === undefined) {
+      if (capture) telemetry.emit(monitorEvent('monitor_reconnected', { reconnect_duration_ms: Date.now() - started }));
+      return;
+    }
+    if (attempt >= RECONNECT_ATTEMPTS) {
+      telemetry.emit(monitorEvent('monitor_reconnect_failed', { reason: 'reconnect_exhausted' }));
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, RECONNECT_DELAY_MS * attempt));
+  }
+}
+
+/** Opens the capture the categories need; the step that failed, if it could not. */
+async function reconcileCapture({ reportFailure } = { reportFailure: true }): Promise<string | undefined> {
   const domains = CdpCapture.needed((category) => telemetry.enabled(category));
   const key = [...domains].sort().join(',');
-  if (key === captureKey && capture) return;
+  if (key === captureKey && capture) return undefined;
   capture?.close();
   capture = undefined;
   captureKey = key;
   const current = mux?.();
-  if (domains.size === 0 || !current || !log) return;
+  if (domains.size === 0 || !log) return undefined;
   try {
+    if (!current) throw new CaptureStartError('connect', new Error('Chromium is not running'));
     capture = await CdpCapture.start(current, telemetry, domains, log);
+    return undefined;
   } catch (error) {
     captureKey = '';
-    log.warn({ err: error }, 'telemetry: the CDP capture could not start');
+    const step = error instanceof CaptureStartError ? error.step : 'start';
+    log.warn({ err: error, step }, 'telemetry: the CDP capture could not start');
+    if (reportFailure) telemetry.emit(monitorEvent('monitor_init_failed', { step }));
+    return step;
   }
 }
 

@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Logger } from 'pino';
 import type { TelemetryCategory, TelemetryEvent, TelemetrySpec } from '../../../contract/telemetry.js';
+import { capturedCategories, TELEMETRY_MAX_SCREENSHOT_BYTES } from '../../../contract/telemetry-capture.js';
 
 /**
  * Where the agent's telemetry goes: events of the enabled categories are queued and POSTed
@@ -60,7 +61,7 @@ export class TelemetrySink {
   /** Replaces what is captured and where it goes (launch spec, then POST /settings). */
   configure(spec: TelemetrySpec | undefined): void {
     this.spec = spec;
-    this.enabledSet = new Set(spec?.categories ?? []);
+    this.enabledSet = capturedCategories(spec?.categories ?? []);
     for (const listener of this.listeners) listener(this.enabledSet);
   }
 
@@ -164,10 +165,15 @@ export function nowMicros(): number {
   return Math.round((performance.timeOrigin + performance.now()) * 1000);
 }
 
-/** Keeps an event's data under MAX_DATA_BYTES: long strings are cut first, then the data is dropped. */
+/**
+ * Keeps an event's data under MAX_DATA_BYTES: long strings are cut first, then the data is
+ * dropped. A screenshot has its own bound (its producer keeps the PNG under it; a cut PNG
+ * would be no image).
+ */
 export function boundData(event: TelemetryEvent): TelemetryEvent {
   if (event.data === undefined) return event;
-  if (JSON.stringify(event.data).length <= MAX_DATA_BYTES) return event;
+  const limit = event.type === 'monitor_screenshot' ? TELEMETRY_MAX_SCREENSHOT_BYTES + 1024 : MAX_DATA_BYTES;
+  if (JSON.stringify(event.data).length <= limit) return event;
   const cut = shorten(event.data) as Record<string, unknown>;
   if (JSON.stringify(cut).length <= MAX_DATA_BYTES) return { ...event, data: cut, truncated: true };
   const kept: Record<string, unknown> = {};

@@ -2,7 +2,7 @@ import type { AppDeps } from '../../app-deps.js';
 import { DEFAULT_TELEMETRY_SETTINGS, type TelemetrySettings } from '../../config-telemetry.js';
 import { inTransaction, type Queryable } from '../../db/pool.js';
 import { channelName } from '../../events/hub.js';
-import type { TelemetryEvent } from '../../../../contract/telemetry.js';
+import { capturedCategories, type TelemetryEvent } from '../../../../contract/telemetry.js';
 import { insertEvents, sweepBefore, trimSession, type IngestSession } from './store.js';
 
 /**
@@ -24,7 +24,7 @@ export function telemetrySettings(deps: Pick<AppDeps, 'settings'>): TelemetrySet
 
 export function enabledOn(session: Pick<IngestSession, 'telemetry'>): Set<string> {
   const browser = session.telemetry?.browser ?? {};
-  return new Set(Object.entries(browser).filter(([, toggle]) => toggle?.enabled === true).map(([category]) => category));
+  return capturedCategories(Object.entries(browser).filter(([, toggle]) => toggle?.enabled === true).map(([category]) => category));
 }
 
 export async function appendEvents(
