@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
 import type { Queryable } from '../../db/pool.js';
+import { Periodic } from '../../jobs/periodic.js';
 import { deleteAuditRowsBefore } from './store.js';
 
 export const DEFAULT_AUDIT_RETENTION_DAYS = 90;
@@ -25,28 +26,21 @@ export async function sweepAuditLogs(db: Queryable, clock: Clock, retentionDays:
  * share the work.
  */
 export class AuditRetentionSweep {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly loop: Periodic;
 
   constructor(
     private readonly deps: { db: Queryable; clock: Clock; log: Logger },
     private readonly options: { retentionDays: number; intervalMs: number },
-  ) {}
-
-  start(): void {
-    const tick = () => {
-      this.running = this.pass().finally(() => {
-        this.running = undefined;
-        if (this.timer) this.timer = setTimeout(tick, this.options.intervalMs).unref();
-      });
-    };
-    this.timer = setTimeout(tick, 0).unref();
+  ) {
+    this.loop = new Periodic(() => this.pass(), options.intervalMs);
   }
 
-  async stop(): Promise<void> {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    await this.running;
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   private async pass(): Promise<void> {

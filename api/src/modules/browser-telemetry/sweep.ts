@@ -1,4 +1,5 @@
 import type { AppDeps } from '../../app-deps.js';
+import { Periodic } from '../../jobs/periodic.js';
 import { sweepTelemetry } from './service.js';
 
 /** How often the retention sweep runs (a pass also runs at start). */
@@ -11,28 +12,21 @@ export const TELEMETRY_SWEEP_INTERVAL_MS = 10 * 60_000;
  * a replica that was down catches up, and replicas sweeping at once only repeat each other.
  */
 export class TelemetryRetentionSweep {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
+  private readonly loop: Periodic;
 
   constructor(
     private readonly deps: Pick<AppDeps, 'db' | 'clock' | 'settings' | 'log'>,
-    private readonly options: { intervalMs: number },
-  ) {}
-
-  start(): void {
-    const tick = () => {
-      this.running = this.pass().finally(() => {
-        this.running = undefined;
-        if (this.timer) this.timer = setTimeout(tick, this.options.intervalMs).unref();
-      });
-    };
-    this.timer = setTimeout(tick, 0).unref();
+    options: { intervalMs: number },
+  ) {
+    this.loop = new Periodic(() => this.pass(), options.intervalMs);
   }
 
-  async stop(): Promise<void> {
-    clearTimeout(this.timer);
-    this.timer = undefined;
-    await this.running;
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   private async pass(): Promise<void> {
