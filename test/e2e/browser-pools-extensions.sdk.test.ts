@@ -1,9 +1,7 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type Kernel from '@onkernel/sdk';
 import { BadRequestError, ConflictError, NotFoundError, toFile } from '@onkernel/sdk';
-import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { markerOf as markerOfPage, startMarkerPage, type MarkerPage } from './support/marker-page.js';
 import { eventually } from '../support/eventually.js';
 import { markerZip } from '../support/extension-zip.js';
 import { cleanupServices, startService, type RunningService } from '../support/service.js';
@@ -17,36 +15,19 @@ import { rejection, unique } from './support/sdk.js';
 
 let service: RunningService;
 let kernel: Kernel;
-let pageServer: http.Server;
-let pageUrl: string;
+let page: MarkerPage;
 
 beforeAll(async () => {
   service = await startService();
   kernel = service.client();
-  pageServer = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<!doctype html><title>pool extensions e2e</title>'));
-  await new Promise<void>((resolve) => pageServer.listen(0, '127.0.0.34', resolve));
-  pageUrl = `http://127.0.0.34:${(pageServer.address() as AddressInfo).port}/`;
+  page = await startMarkerPage('127.0.0.34', 'pool extensions e2e');
 });
 afterAll(async () => {
   await cleanupServices();
-  pageServer?.closeAllConnections();
-  await new Promise((resolve) => pageServer?.close(resolve));
+  await page?.close();
 });
 
-async function markerOf(cdpWsUrl: string): Promise<string | null> {
-  const browser = await chromium.connectOverCDP(cdpWsUrl, { timeout: 30_000 });
-  try {
-    const context = browser.contexts()[0] ?? (await browser.newContext());
-    const tab = await context.newPage();
-    await tab.goto(pageUrl);
-    return await tab
-      .waitForFunction('document.documentElement.dataset.ext', undefined, { timeout: 5000 })
-      .then(() => tab.evaluate<string | null>('document.documentElement.dataset.ext ?? null'))
-      .catch(() => null);
-  } finally {
-    await browser.close().catch(() => undefined);
-  }
-}
+const markerOf = (cdpWsUrl: string) => markerOfPage(cdpWsUrl, page.url);
 
 const warm = (poolId: string) =>
   eventually(() => kernel.browserPools.retrieve(poolId), { timeoutMs: 90_000, intervalMs: 200, what: `pool ${poolId} warm`, accept: (p) => p.available_count === 1 });
