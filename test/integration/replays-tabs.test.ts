@@ -51,6 +51,8 @@ async function colourSequence(video: Video): Promise<string[]> {
   return sequence;
 }
 
+const SHOWN_MS = 6000;
+
 describe('a headless recording with several tabs', () => {
   it('moves to a new tab, back to a tab brought to the front, and to a popup a page opens', { timeout: 90_000 }, async () => {
     const context = browser.contexts()[0]!;
@@ -60,16 +62,17 @@ describe('a headless recording with several tabs', () => {
         `<button id="open" style="width:100vw;height:100vh;opacity:0" onclick="window.open().document.write('<body style=&quot;margin:0;background:lime;height:100vh&quot;></body>')"></button></body></html>`,
     );
     const id = await calls.startOk({ framerate: 10, max_duration_in_seconds: 60 });
-    await sleep(2000);
+    // Each tab stays in front past the 5 s a switch may take on a loaded host (a new tab's first frame).
+    await sleep(SHOWN_MS);
     const second = await context.newPage();
     await second.goto(solidPage('blue'));
-    await sleep(2000);
+    await sleep(SHOWN_MS);
     await first.bringToFront();
-    await sleep(2000);
+    await sleep(SHOWN_MS);
     const popup = context.waitForEvent('page');
     await first.click('#open');
     await (await popup).waitForLoadState();
-    await sleep(2000);
+    await sleep(SHOWN_MS);
     expect((await calls.stop(id)).status).toBe(204);
 
     const download = await calls.download(id);
@@ -90,7 +93,7 @@ describe('a headless recording with several tabs', () => {
     await sleep(1000);
     const cdp = await browser.newBrowserCDPSession();
     const { targetId } = await cdp.send('Target.createTarget', { url: solidPage('blue'), hidden: true });
-    await sleep(2000);
+    await sleep(SHOWN_MS);
     expect((await calls.stop(id)).status).toBe(204);
     await cdp.send('Target.closeTarget', { targetId }).catch(() => undefined);
     const video = await Video.of((await calls.download(id)).bytes);
