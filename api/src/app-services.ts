@@ -1,6 +1,6 @@
 import type { AppDeps } from './app-deps.js';
 import { AuditRecorder, DEFAULT_AUDIT_QUEUE_MAX } from './modules/audit-logs/recorder.js';
-import { AuditRetentionSweep, AUDIT_SWEEP_INTERVAL_MS, DEFAULT_AUDIT_RETENTION_DAYS } from './modules/audit-logs/retention.js';
+import { auditRetentionSweep, AUDIT_SWEEP_INTERVAL_MS, DEFAULT_AUDIT_RETENTION_DAYS } from './modules/audit-logs/retention.js';
 import { AuthFlows } from './modules/auth-connections/engine/flows.js';
 import { PoolManager, POOL_RECONCILE_INTERVAL_MS } from './modules/browser-pools/manager.js';
 import type { CdpConnections } from './modules/browsers/cdp-proxy.js';
@@ -8,7 +8,7 @@ import { IdleReaper, REAP_INTERVAL_MS } from './modules/browsers/reaper.js';
 import { MIN_FREE_MEMORY_BYTES } from './modules/browser-pools/fill.js';
 import { DEFAULT_SPARE_LEARN_MINUTES, SpareKeeper, SPARE_PASS_INTERVAL_MS } from './modules/browsers/spares.js';
 import { startReplaySweep } from './modules/replays/sweep.js';
-import { TelemetryRetentionSweep, TELEMETRY_SWEEP_INTERVAL_MS } from './modules/browser-telemetry/sweep.js';
+import { telemetryRetentionSweep, TELEMETRY_SWEEP_INTERVAL_MS } from './modules/browser-telemetry/sweep.js';
 
 /**
  * The app's long-lived services, made once per app by whoever composes it (the service,
@@ -74,13 +74,13 @@ export async function startBackground(deps: AppDeps, services: AppServices, conn
   const spares = options.spares ? services.spares : undefined;
   spares?.start({ intervalMs: (options.spares || undefined)?.intervalMs ?? SPARE_PASS_INTERVAL_MS });
   const auditSweep = options.auditRetention
-    ? new AuditRetentionSweep(deps, {
+    ? auditRetentionSweep(deps, {
         retentionDays: deps.settings.auditLog?.retentionDays ?? DEFAULT_AUDIT_RETENTION_DAYS,
         intervalMs: options.auditRetention.intervalMs ?? AUDIT_SWEEP_INTERVAL_MS,
       })
     : undefined;
   auditSweep?.start();
-  const telemetrySweep = options.telemetryRetention ? new TelemetryRetentionSweep(deps, { intervalMs: options.telemetryRetention.intervalMs ?? TELEMETRY_SWEEP_INTERVAL_MS }) : undefined;
+  const telemetrySweep = options.telemetryRetention ? telemetryRetentionSweep(deps, { intervalMs: options.telemetryRetention.intervalMs ?? TELEMETRY_SWEEP_INTERVAL_MS }) : undefined;
   telemetrySweep?.start();
   await services.flows.start({
     jobs: options.jobs !== false && options.jobs !== undefined,

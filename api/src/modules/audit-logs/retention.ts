@@ -25,30 +25,13 @@ export async function sweepAuditLogs(db: Queryable, clock: Clock, retentionDays:
  * cutoff, so a replica that was down catches up, and replicas sweeping at once only
  * share the work.
  */
-export class AuditRetentionSweep {
-  private readonly loop: Periodic;
-
-  constructor(
-    private readonly deps: { db: Queryable; clock: Clock; log: Logger },
-    private readonly options: { retentionDays: number; intervalMs: number },
-  ) {
-    this.loop = new Periodic(() => this.pass(), options.intervalMs);
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
-  }
-
-  private async pass(): Promise<void> {
+export function auditRetentionSweep(deps: { db: Queryable; clock: Clock; log: Logger }, options: { retentionDays: number; intervalMs: number }): Periodic {
+  return new Periodic(async () => {
     try {
-      const deleted = await sweepAuditLogs(this.deps.db, this.deps.clock, this.options.retentionDays);
-      if (deleted) this.deps.log.info({ deleted, retention_days: this.options.retentionDays }, 'audit log entries past their retention deleted');
+      const deleted = await sweepAuditLogs(deps.db, deps.clock, options.retentionDays);
+      if (deleted) deps.log.info({ deleted, retention_days: options.retentionDays }, 'audit log entries past their retention deleted');
     } catch (error) {
-      this.deps.log.error({ err: error }, 'audit log retention sweep failed; tried again next interval');
+      deps.log.error({ err: error }, 'audit log retention sweep failed; tried again next interval');
     }
-  }
+  }, options.intervalMs);
 }

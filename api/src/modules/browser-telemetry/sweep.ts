@@ -11,30 +11,13 @@ export const TELEMETRY_SWEEP_INTERVAL_MS = 10 * 60_000;
  * deletes whatever arrived before the cutoff (BROWSERPLANE_TELEMETRY_RETENTION_HOURS), so
  * a replica that was down catches up, and replicas sweeping at once only repeat each other.
  */
-export class TelemetryRetentionSweep {
-  private readonly loop: Periodic;
-
-  constructor(
-    private readonly deps: Pick<AppDeps, 'db' | 'clock' | 'settings' | 'log'>,
-    options: { intervalMs: number },
-  ) {
-    this.loop = new Periodic(() => this.pass(), options.intervalMs);
-  }
-
-  start(): void {
-    this.loop.start();
-  }
-
-  stop(): Promise<void> {
-    return this.loop.stop();
-  }
-
-  private async pass(): Promise<void> {
+export function telemetryRetentionSweep(deps: Pick<AppDeps, 'db' | 'clock' | 'settings' | 'log'>, options: { intervalMs: number }): Periodic {
+  return new Periodic(async () => {
     try {
-      const removed = await sweepTelemetry(this.deps);
-      if (removed > 0) this.deps.log.info({ removed }, 'telemetry events past their retention removed');
+      const removed = await sweepTelemetry(deps);
+      if (removed > 0) deps.log.info({ removed }, 'telemetry events past their retention removed');
     } catch (error) {
-      this.deps.log.warn({ err: error }, 'telemetry retention sweep failed; tried again next interval');
+      deps.log.warn({ err: error }, 'telemetry retention sweep failed; tried again next interval');
     }
-  }
+  }, options.intervalMs);
 }
