@@ -73,6 +73,11 @@ describe('interaction capture', () => {
     // The page's own events first, before any real input: none of them may be recorded.
     await page.evaluate('window.fake()');
     await nextFrame(page);
+    // Back to the top, by the page too, so that no click below needs Playwright to scroll its
+    // target into view: on a loaded host that scroll's event can land after the click's
+    // pointerdown, and then it is a user's scroll by the script's rule (within USER_INPUT_MS).
+    await page.evaluate('window.scrollTo(0, 0)');
+    await nextFrame(page);
     await page.click('#go');
     await page.click('#name');
     await page.keyboard.type('ab');
