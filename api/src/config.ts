@@ -173,6 +173,13 @@ export const configSchema = z.object({
     .max(64)
     .default(1)
     .describe('Browser agents kept started and waiting, so a browser launch skips starting Node (about 20 MiB each)'),
+  BROWSERPLANE_BROWSER_MEMORY_MB: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(1024 * 1024)
+    .default(2048)
+    .describe('Embedded mode: memory limit of one browser (its agent, Chromium and the session\'s processes, in one memory cgroup), MiB; past it the kernel OOM-kills inside the browser (telemetry system_oom_kill). 0 turns it off; needs root and a memory cgroup controller'),
   BROWSERPLANE_BLOCK_PRIVATE_NETWORKS: z
     .enum(['true', 'false'])
     .default('false')

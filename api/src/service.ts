@@ -165,6 +165,7 @@ function browserRuntime(config: Config, log: Logger, agentTokens: AgentTokens): 
     egress: { blockPrivateNetworks: config.BROWSERPLANE_BLOCK_PRIVATE_NETWORKS, allowedNetworks: config.BROWSERPLANE_ALLOWED_PRIVATE_NETWORKS },
     agentFsEnv: agentFsEnv(config),
     sessionUids: { base: config.BROWSERPLANE_SESSION_UID_BASE, count: config.BROWSERPLANE_SESSION_UID_COUNT },
+    memoryLimitMb: config.BROWSERPLANE_BROWSER_MEMORY_MB,
   });
   return { runtime, kubernetes: false, stop: () => runtime.terminateAll(BROWSER_STOP_GRACE_MS) };
 }

@@ -80,6 +80,8 @@ export async function startTestApp(
     background?: { reaperIntervalMs?: number; poolIntervalMs?: number; jobs?: boolean; jobPollIntervalMs?: number; telemetrySweepIntervalMs?: number };
     /** The browser file API's limits for the agents (AGENT_FS_*), as the service passes them from its config. */
     agentFsEnv?: Record<`AGENT_${'FS' | 'LOGS'}_${string}`, string>;
+    /** Each browser's memory cgroup limit, MiB (the runtime's default otherwise). */
+    memoryLimitMb?: number;
   } = {},
 ): Promise<TestApp> {
   const database = await freshDatabase();
@@ -97,6 +99,7 @@ export async function startTestApp(
     agentTokens,
     ...(options.egress ? { egress: options.egress } : {}),
     ...(options.agentFsEnv ? { agentFsEnv: options.agentFsEnv } : {}),
+    ...(options.memoryLimitMb !== undefined ? { memoryLimitMb: options.memoryLimitMb } : {}),
   });
   // The service's own composition, with the test's clock, limits, proxy settings and store.
   const config = parseConfig({ BROWSERPLANE_DATA_DIR: profileDir });

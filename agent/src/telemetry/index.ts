@@ -3,6 +3,7 @@ import type { TelemetrySpec } from '../../../contract/telemetry.js';
 import type { CdpMux } from '../cdp/mux.js';
 import { CaptureStartError, CdpCapture } from './cdp-capture.js';
 import { monitorEvent } from './monitor-events.js';
+import { locateOomCounter, OomWatch } from './oom-watch.js';
 import { telemetry } from './sink.js';
 
 /**
@@ -25,11 +26,19 @@ let captureKey = '';
 let mux: (() => CdpMux | undefined) | undefined;
 let log: Logger | undefined;
 let chain: Promise<void> = Promise.resolve();
+let oomWatch: OomWatch | undefined;
 
 export function startTelemetry(spec: TelemetrySpec | undefined, cdp: () => CdpMux | undefined, logger: Logger): Promise<void> {
   mux = cdp;
   log = logger.child({ component: 'telemetry' });
   telemetry.log = log;
+  // Once per agent, from Chromium's start: the runtime has put the agent in its cgroup by then.
+  const counter = oomWatch ? undefined : locateOomCounter();
+  if (counter) {
+    const warn = log.warn.bind(log);
+    oomWatch = new OomWatch(counter, (event) => telemetry.emit(event), (message) => warn(message));
+    oomWatch.start();
+  }
   return updateTelemetry(spec);
 }
 
@@ -95,6 +104,9 @@ async function reconcileCapture({ reportFailure } = { reportFailure: true }): Pr
  * (`crashedPid`), then capture stops and what is queued is sent (bounded by `timeoutMs`).
  */
 export async function endTelemetry(crashedPid?: number, timeoutMs = 3000): Promise<void> {
+  // Chromium's own death may have been the kernel's doing: that report goes first.
+  oomWatch?.check();
+  oomWatch?.stop();
   if (crashedPid !== undefined) {
     telemetry.emit({ category: 'system', type: 'service_crashed', source: { kind: 'local_process', event: 'chromium_exit' }, data: { service_name: 'chromium', phase: 'running', pid: crashedPid } });
   }

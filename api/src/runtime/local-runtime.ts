@@ -14,13 +14,17 @@ import {
   type LiveBrowserSettings,
   type ObservedBrowser,
 } from '../../../contract/browser-runtime.js';
-import { agentFetch, postAgentReset, postAgentSettings, type AgentEndpoint, type AgentTokens } from '../../../contract/agent-client.js';
+import { agentFetch, postAgentReset, postAgentSettings, type AgentEndpoint } from '../../../contract/agent-client.js';
 import { readAgentHealth, type AgentHealth } from '../../../contract/agent-wire.js';
 import { readReportedPort, spawnAgent } from './agent-process.js';
 import { assertSafeBrowserId, BrowserRecords, type BrowserRecord } from './browser-records.js';
 import { endBrowserProcesses, failureReason, observedOf, phaseOf, recoverRecorded, workDirName, type Tracked } from './local-browser.js';
 import { StandbyAgents, type AgentSpawnSettings } from './standby-agents.js';
-import { DEFAULT_SESSION_UIDS, UidPool, type UidRange } from './uid-pool.js';
+import { DEFAULT_SESSION_UIDS, UidPool } from './uid-pool.js';
+import type { LocalRuntimeOptions } from './local-runtime-options.js';
+import { joinCgroup, MemoryCgroups } from './memory-cgroup.js';
+
+export type { LocalRuntimeOptions } from './local-runtime-options.js';
 
 /**
  * The BrowserRuntime for embedded mode: one agent child process per browser, each in its
@@ -37,40 +41,6 @@ const HEALTH_WAIT_MS = 1000;
 /** How long after a launch the runtime's own work for the next launch waits (see start). */
 const AFTER_LAUNCH_DELAY_MS = 500;
 
-export interface LocalRuntimeOptions {
-  /** Records (<id>.json) and agent logs (<id>.log); may be private to the service. */
-  stateDir: string;
-  log: Logger;
-  /** The agent token of each browser (agent-client.ts): handed to its agent, presented on every call. */
-  agentTokens: AgentTokens;
-  /** Default: the built agent, dist/agent/src/main.js. */
-  agentEntry?: string;
-  chromePath?: string;
-  /**
-   * Parent of the per-browser work dirs. Chromium's unprivileged user must be able to
-   * enter it, so it is not under the state dir (which may sit under /root).
-   * Default: <tmp>/browserplane-browsers.
-   */
-  workRoot?: string;
-  /** How long an agent gets to report ready. Default 30 s. */
-  launchTimeoutMs?: number;
-  /**
-   * Agents kept started and waiting (standby), so a launch skips Node's start and the
-   * agent's module loading (150-200 ms here). Default 1; 0 turns it off.
-   */
-  standbyAgents?: number;
-  agentLogLevel?: string;
-  /** Keeps every browser's traffic off loopback and private networks but these (contract/egress.ts). Default: off. */
-  egress?: { blockPrivateNetworks: boolean; allowedNetworks?: string | undefined };
-  /** The browser file API's limits for every agent (AGENT_FS_*; unset: the agent's defaults). */
-  agentFsEnv?: Record<`AGENT_${'FS' | 'LOGS'}_${string}`, string>;
-  /**
-   * The uids sessions' browsers run as, one each (uid-pool.ts), when the service runs as
-   * root. Default: DEFAULT_SESSION_UIDS.
-   */
-  sessionUids?: UidRange;
-}
-
 export class LocalRuntime implements BrowserRuntime {
   private readonly log: Logger;
   private readonly records: BrowserRecords;
@@ -85,6 +55,8 @@ export class LocalRuntime implements BrowserRuntime {
   private readonly uids: UidPool | undefined;
   /** The uids named by records on disk, held before the first allocation (after a restart). */
   private recordedUids: Promise<void> | undefined;
+  /** Each browser's memory cgroup, where this host lets the service make them. */
+  private readonly cgroups: Promise<MemoryCgroups | undefined>;
 
   constructor(private readonly options: LocalRuntimeOptions) {
     this.log = options.log.child({ component: 'local-runtime' });
@@ -104,6 +76,7 @@ export class LocalRuntime implements BrowserRuntime {
     if (!this.uids) this.log.warn('not running as root: every browser runs as this service\'s user, in no namespace of its own, so sessions are not isolated from each other on this host');
     if (wanted > 0) void this.standbys.refill();
     this.uids?.prepare();
+    this.cgroups = MemoryCgroups.open(options.memoryLimitMb ?? 2048, this.log);
   }
 
   launch(spec: BrowserLaunchSpec, { signal, onStarted }: LaunchOptions): Promise<ObservedBrowser> {
@@ -236,6 +209,7 @@ export class LocalRuntime implements BrowserRuntime {
         // A dir left by an agent that died hard (SIGKILL) must not leak into the new browser.
         await rm(workDir, { recursive: true, force: true });
       })(),
+      this.cgroups.then((cgroups) => cgroups?.prepare(browserId)),
     ]);
     const failed = steps.find((step) => step.status === 'rejected');
     if (failed) {
@@ -245,6 +219,7 @@ export class LocalRuntime implements BrowserRuntime {
     }
     if (allocation.status === 'rejected') throw allocation.reason;
     const chromiumUid = allocation.value;
+    const cgroup = (steps[2] as PromiseFulfilledResult<string | undefined>).value;
     const prepared = Date.now();
     const record: BrowserRecord = {
       browserId,
@@ -263,7 +238,7 @@ export class LocalRuntime implements BrowserRuntime {
     // session. Written after the agent, a kill in between left an agent and its Chromium
     // running for ever with nothing pointing at them.
     // Given back if nothing was started for it; once a record names it, stop() gives it back.
-    const standby = await this.standbys.claim(spec, record, this.options.agentTokens(browserId)).catch(async (error: unknown) => {
+    const standby = await this.standbys.claim(spec, record, this.options.agentTokens(browserId), cgroup).catch(async (error: unknown) => {
       if (chromiumUid !== undefined) await uids!.release(chromiumUid, browserId);
       throw error;
     });
@@ -288,6 +263,8 @@ export class LocalRuntime implements BrowserRuntime {
         ...(chromiumUid !== undefined ? { chromiumUid } : {}),
         logFile: record.logFile,
       });
+      // Before the agent has loaded its modules, let alone started Chromium: all it starts inherits the cgroup.
+      if (cgroup) await joinCgroup(cgroup, child.pid!);
     }
     record.agentPid = child.pid!;
     const entry: Tracked = { record, child, starting: true, ...(portFile ? { portFile } : {}) };
@@ -379,6 +356,7 @@ export class LocalRuntime implements BrowserRuntime {
   private async stop(entry: Tracked, graceMs: number, how: { forget: boolean; discardProfile?: boolean } = { forget: true }): Promise<void> {
     const { record } = entry;
     await endBrowserProcesses(entry, this.agentOf(record), graceMs, how.discardProfile !== true);
+    await (await this.cgroups)?.remove(record.browserId);
     if (how.forget) {
       // Only with the record: a Failed browser kept for its reason still holds its uid.
       if (record.chromiumUid !== undefined) await this.uids?.release(record.chromiumUid, record.browserId);

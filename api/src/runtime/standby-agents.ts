@@ -7,6 +7,7 @@ import { signalProcessGroup } from '../../../lib/process-group.js';
 import type { BrowserLaunchSpec } from '../../../contract/browser-runtime.js';
 import { claimStandbyAgent, fetchHealth } from '../../../contract/agent-client.js';
 import { readReportedPort, spawnAgent } from './agent-process.js';
+import { joinCgroup } from './memory-cgroup.js';
 import type { BrowserRecord, BrowserRecords } from './browser-records.js';
 
 /**
@@ -88,11 +89,13 @@ export class StandbyAgents {
    * a new one would be. The record names the standby before the claim (see LocalRuntime's
    * start).
    */
-  async claim(spec: BrowserLaunchSpec, record: BrowserRecord, agentToken: string): Promise<Standby | undefined> {
+  /** With `cgroup`, the standby joins that memory cgroup before it is claimed (memory-cgroup.ts). */
+  async claim(spec: BrowserLaunchSpec, record: BrowserRecord, agentToken: string, cgroup: string | undefined): Promise<Standby | undefined> {
     const standby = this.waiting.shift();
     if (!standby) return undefined;
     if (await standby.ready) {
       await this.options.records.write({ ...record, agentPid: standby.child.pid!, agentUrl: standby.agentUrl });
+      if (cgroup) await joinCgroup(cgroup, standby.child.pid!);
       if (await claimStandbyAgent({ url: standby.agentUrl, token: standby.token }, agentToken, spec, record.workDir, record.chromiumUid)) return standby;
     }
     this.options.log.warn({ agent_pid: standby.child.pid }, 'a standby agent could not be claimed; starting a new one');
