@@ -36,13 +36,15 @@ const INTERACT = `<!doctype html><title>interact</title><body style="margin:0">
 const SHIFT = `<!doctype html><title>shift</title><body><p id="top">Top</p><p id="moved">A paragraph that the page pushes down</p>
 <script>setTimeout(() => { const d = document.createElement('div'); d.style.height = '200px'; document.body.insertBefore(d, document.getElementById('top')); }, 300);</script></body>`;
 
+const COLOUR = (colour: string) => `<!doctype html><title>colour</title><body style="margin:0;background:${colour}"></body>`;
+
 let app: TestApp;
 let pages: TestPageServer;
 let client: HttpClient;
 
 beforeAll(async () => {
   app = await startTestApp({ clock: systemClock });
-  pages = await startTestPageServer({ '/interact': INTERACT, '/shift': SHIFT });
+  pages = await startTestPageServer({ '/interact': INTERACT, '/shift': SHIFT, '/red': COLOUR('rgb(255,0,0)'), '/green': COLOUR('rgb(0,255,0)') });
   ({ http: client } = await newProject(app.tenant.http));
 }, 60_000);
 afterAll(async () => {
@@ -192,6 +194,25 @@ describe('screenshots', () => {
       // Listed under its category.
       const listed = await allEvents(client, id, '&category=screenshot');
       expect(listed.length).toBeGreaterThan(0);
+    } finally {
+      await browser.close().catch(() => undefined);
+      await client.delete(`/browsers/${id}`);
+    }
+  }, 60_000);
+});
+
+describe('screenshots of the page in front', () => {
+  it('follows the tab a client brought to the front, not the one opened last', async () => {
+    const { id, browser, page } = await openSession({ screenshot: { enabled: true } });
+    try {
+      await page.goto(`${pages.url}/red`);
+      const later = await page.context().newPage();
+      await later.goto(`${pages.url}/green`);
+      await page.bringToFront();
+      const since = Date.now() * 1000;
+      const events = await eventuallyEvents(client, id, (all) => expect(ofType(all, 'monitor_screenshot').filter((e) => e.event.ts > since).length).toBeGreaterThan(0), 30_000);
+      const shot = ofType(events, 'monitor_screenshot').find((e) => e.event.ts > since)!;
+      expect(decodePng(Buffer.from(String(shot.event.data?.png), 'base64')).pixel(10, 10)).toEqual([255, 0, 0]);
     } finally {
       await browser.close().catch(() => undefined);
       await client.delete(`/browsers/${id}`);

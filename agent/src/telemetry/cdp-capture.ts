@@ -64,6 +64,8 @@ export class CdpCapture {
     private readonly sink: TelemetrySink,
     private readonly domains: ReadonlySet<string>,
     private readonly log: Logger,
+    /** The page a client brought to the front last (CdpMux.frontTarget). */
+    private readonly front: () => string | undefined = () => undefined,
   ) {
     const interaction = domains.has('interaction');
     const metrics = domains.has('page');
@@ -77,7 +79,7 @@ export class CdpCapture {
 
   /** Fails with a CaptureStartError naming the step. */
   static async start(mux: CdpMux, sink: TelemetrySink, domains: ReadonlySet<string>, log: Logger): Promise<CdpCapture> {
-    const capture = new CdpCapture(await step('connect', () => openEventedCdp(mux)), sink, domains, log);
+    const capture = new CdpCapture(await step('connect', () => openEventedCdp(mux)), sink, domains, log, () => mux.frontTarget());
     try {
       capture.cdp.onEvent((event) => capture.onEvent(event));
       const send = (method: string, params: Record<string, unknown>) => step(method, () => capture.cdp.send(method, params));
@@ -203,8 +205,10 @@ export class CdpCapture {
     this.sink.emit(navigationSettledEvent(target.ctx));
   }
 
-  /** The page to screenshot: the one attached last that is still open. */
+  /** The page to screenshot: the one a client brought to the front last, else the one attached last that is still open. */
   private activePage(): string | undefined {
+    const front = this.front();
+    for (const [sessionId, target] of this.targets) if (front !== undefined && target.ctx.target_id === front) return sessionId;
     return [...this.targets.keys()].at(-1);
   }
 

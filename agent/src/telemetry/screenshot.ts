@@ -4,7 +4,8 @@ import { TELEMETRY_MAX_SCREENSHOT_BYTES } from '../../../contract/telemetry-capt
 import type { EventedCdp } from '../curl/cdp-session.js';
 
 /**
- * The screenshot category: every SCREENSHOT_INTERVAL_MS, a PNG of the active page (the
+ * The screenshot category: every SCREENSHOT_INTERVAL_MS, a PNG of the active page (the one
+ * a client brought to the front last, Target.activateTarget or Page.bringToFront; else the
  * page attached last that is still open) as monitor_screenshot {png}. A PNG larger than
  * TELEMETRY_MAX_SCREENSHOT_BYTES (base64) is taken again at half, then a quarter of the
  * viewport's size; still larger, the event goes without it, flagged truncated. One capture
