@@ -4,6 +4,7 @@ import { ANNOTATIONS, API_VERSION, FINALIZERS, PLURALS } from '../../contract/ki
 import { startBrowserPoolReconciler } from '../../operator/src/reconcilers/browser-pool.js';
 import { DRAINING_REASONS, READY_REASONS } from '../../operator/src/reconcilers/browser-pool-plan.js';
 import { eventually } from '../support/eventually.js';
+import { markerZip, uploadForm } from '../support/extension-zip.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
 import { freshNamespace, installCrds, kubeConfig, rawRequest } from './support/kube.js';
 
@@ -180,6 +181,28 @@ describe('BrowserPool resources applied with kubectl', () => {
     expect(conditionOf(invalid, 'Ready')?.message).toMatch(/is not a Chrome policy name/);
     expect(await poolRow(poolId)).toMatchObject({ size: 1, viewport_width: 1280, generation: changed.generation, deleted_at: null });
     expect(invalid.status).toMatchObject({ poolId, size: 1 });
+  }, TEST_MS);
+
+  it('a pool naming an uploaded extension of its project loads it; dropping it from the spec clears it', async () => {
+    const http = app.tenant.http;
+    const upload = await fetch(`${http.baseUrl}/extensions`, { method: 'POST', headers: { ...http.extraHeaders, authorization: `Bearer ${http.key}` }, body: uploadForm(await markerZip(), 'gitops-marker') });
+    const extension = (await upload.json()) as { id: string };
+    expect(upload.status).toBe(200);
+    await apply('with-ext', { size: 1, headless: true, fillRatePerMinute: 6000, extensions: [{ name: 'gitops-marker' }] });
+    const full = await readyWith('with-ext', READY_REASONS.full);
+    const poolId = full.status!.poolId!;
+    expect((await http.get(`/browser_pools/${poolId}`)).body).toMatchObject({ extension_ids: [extension.id] });
+    // Held by the pool: the extension cannot be deleted under it.
+    expect((await http.delete(`/extensions/${extension.id}`)).status).toBe(409);
+
+    await apply('with-ext', { size: 1, headless: true, fillRatePerMinute: 6000 });
+    await eventually(async () => ((await http.get(`/browser_pools/${poolId}`)).body as { extension_ids: string[] }).extension_ids.length === 0, {
+      timeoutMs: WAIT_MS,
+      intervalMs: 200,
+      what: 'the extension dropped from the pool',
+    });
+    await kubectlDelete('with-ext');
+    await eventually(async () => (await getResource('with-ext')) === undefined, { timeoutMs: WAIT_MS, intervalMs: 200, what: 'with-ext gone' });
   }, TEST_MS);
 
   it('kubectl delete drains the pool: idle browsers end, a leased one is waited for, then the pool and the resource go', async () => {

@@ -36,7 +36,7 @@ beforeAll(async () => {
 
 describe('the CRDs on a real API server', () => {
   it.each([
-    ['browserpools', { size: 3, headless: true, fillRatePerMinute: 50, viewport: { width: 800, height: 600, refreshRate: 30 }, profile: { name: 'shop' }, refreshOnProfileUpdate: true, chromePolicy: { HomepageLocation: 'https://example.com' }, telemetry: { enabled: true }, project: 'team-a' }],
+    ['browserpools', { size: 3, headless: true, fillRatePerMinute: 50, viewport: { width: 800, height: 600, refreshRate: 30 }, profile: { name: 'shop' }, refreshOnProfileUpdate: true, chromePolicy: { HomepageLocation: 'https://example.com' }, telemetry: { enabled: true }, extensions: [{ name: 'adblock' }, { id: 'ext_1' }], project: 'team-a' }],
     ['browsersessions', { headless: true, stealth: true, timeoutSeconds: 60, tags: { cost_center: 'a' }, startUrl: 'https://example.com/' }],
     ['authconnections', { domain: 'example.com', profileName: 'shop', credential: { name: 'shop-login' }, healthCheckInterval: 600, allowedDomains: ['login.example.com'] }],
   ] as const)('accepts a valid %s resource and stores the spec as written', async (plural, spec) => {
@@ -50,7 +50,6 @@ describe('the CRDs on a real API server', () => {
     ['browserpools', {}, 'spec.size: Required value'],
     ['browserpools', { size: 2, refreshOnProfileUpdate: true }, 'refreshOnProfileUpdate needs a profile'],
     ['browserpools', { size: 2, profile: { id: 'a', name: 'b' } }, 'give exactly one of id or name'],
-    ['browserpools', { size: 2, extensions: [{ name: 'x' }] }, 'extensions cannot be loaded yet'],
     ['browserpools', { size: 2, name: 'bad\u0007name' }, 'spec.name in body should match'],
     ['browserpools', { size: 2, viewport: { width: 99_999, height: 10 } }, 'spec.viewport.width'],
     ['browsersessions', { gpu: true }, 'no GPU is available'],

@@ -63,7 +63,6 @@ export const KINDS: KindDefinition[] = [
           rule: '!has(self.refreshOnProfileUpdate) || !self.refreshOnProfileUpdate || has(self.profile)',
           message: 'refreshOnProfileUpdate needs a profile',
         },
-        { rule: '!has(self.extensions) || size(self.extensions) == 0', message: 'extensions cannot be loaded yet; send [] or omit it' },
       ],
       profile: [exactlyOneOfIdOrName],
     },

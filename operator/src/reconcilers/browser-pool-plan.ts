@@ -73,6 +73,8 @@ function effective(config: Record<string, unknown>) {
     refresh_on_profile_update: profile === null ? false : (config.refresh_on_profile_update ?? true),
     // The stored config holds telemetry in its effective form, which reads back as itself.
     telemetry: applyTelemetry(null, config.telemetry ?? null),
+    // Stored as sent (selectors by id or name), in load order.
+    extensions: (config.extensions as { id?: string; name?: string }[] | undefined) ?? [],
   };
 }
 
@@ -90,7 +92,7 @@ function patchValue(field: keyof Effective, value: Effective[keyof Effective]): 
   return value;
 }
 
-const BROWSER_FIELDS: (keyof Effective)[] = ['headless', 'stealth', 'kiosk_mode', 'viewport', 'chrome_policy', 'start_url', 'proxy_id', 'profile', 'telemetry'];
+const BROWSER_FIELDS: (keyof Effective)[] = ['headless', 'stealth', 'kiosk_mode', 'viewport', 'chrome_policy', 'start_url', 'proxy_id', 'profile', 'telemetry', 'extensions'];
 
 /**
  * The PATCH that brings a pool from its stored configuration to the desired one, or
