@@ -23,6 +23,8 @@ export const podPlacementFields = {
   nodeSelector: z.record(z.string(), z.string()).nullish(),
   tolerations: z.array(tolerationSchema).nullish(),
   runtimeClassName: z.string().nullish(),
+  /** A PriorityClass, so the scheduler may preempt lesser pods for these (or these for greater ones). */
+  priorityClassName: z.string().nullish(),
 };
 
 function parseWith<T extends z.ZodType>(schema: T, text: string, context: z.RefinementCtx): z.infer<T> {
@@ -57,12 +59,14 @@ export function podPlacement(options: {
   nodeSelector?: Record<string, string> | null | undefined;
   tolerations?: readonly V1Toleration[] | null | undefined;
   runtimeClassName?: string | null | undefined;
+  priorityClassName?: string | null | undefined;
 }): Partial<V1PodSpec> {
-  const { imagePullSecrets, nodeSelector, tolerations, runtimeClassName } = options;
+  const { imagePullSecrets, nodeSelector, tolerations, runtimeClassName, priorityClassName } = options;
   return {
     ...(imagePullSecrets?.length ? { imagePullSecrets: imagePullSecrets.map(({ name }) => ({ name })) } : {}),
     ...(nodeSelector && Object.keys(nodeSelector).length > 0 ? { nodeSelector: { ...nodeSelector } } : {}),
     ...(tolerations?.length ? { tolerations: tolerations.map((toleration) => ({ ...toleration })) } : {}),
     ...(runtimeClassName ? { runtimeClassName } : {}),
+    ...(priorityClassName ? { priorityClassName } : {}),
   };
 }

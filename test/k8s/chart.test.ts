@@ -449,12 +449,52 @@ describe('rendering choices', () => {
     expect(JSON.parse(env('BROWSERPLANE_APP_RUN_RESOURCES')!)).toEqual({ ...DEFAULT_APP_JOB_RESOURCES.run, limits: { ...DEFAULT_APP_JOB_RESOURCES.run.limits, memory: '3Gi' } });
     // Placement as the API's own setting parses it, and as the Jobs then carry it.
     const placement = parseConfig({ BROWSERPLANE_APP_POD_PLACEMENT: env('BROWSERPLANE_APP_POD_PLACEMENT') }).BROWSERPLANE_APP_POD_PLACEMENT;
-    expect(placement).toEqual({ imagePullSecrets: [{ name: 'regcred' }], nodeSelector: { pool: 'apps' }, tolerations: [{ key: 'apps', operator: 'Exists', effect: 'NoSchedule' }], runtimeClassName: 'gvisor' });
+    expect(placement).toEqual({ imagePullSecrets: [{ name: 'regcred' }], nodeSelector: { pool: 'apps' }, tolerations: [{ key: 'apps', operator: 'Exists', effect: 'NoSchedule' }], runtimeClassName: 'gvisor', priorityClassName: '' });
     const pod = buildJob({ deploymentId: 'dep_1', buildTimeoutMs: 1000 }, { namespace: 'ns', image: 'r', apiUrl: 'http://api', ...placement }).spec!.template.spec!;
     expect(pod).toMatchObject({ imagePullSecrets: [{ name: 'regcred' }], nodeSelector: { pool: 'apps' }, runtimeClassName: 'gvisor' });
     const off = await apiEnv(['apps.runner.image.repository=']);
     expect(off('BROWSERPLANE_APP_RUNNER_IMAGE')).toBeUndefined();
     expect(off('BROWSERPLANE_APP_RUNNER_PULL_POLICY')).toBeUndefined();
+  });
+
+  it('spreads API replicas over nodes and zones, softly, unless told otherwise; one replica gets no spread', async () => {
+    const apiPod = async (set: string[]) => podSpecOf(named(await renderChart({ namespace: 'render-only', set }), 'Deployment', 'browserplane-api')) as PodSpec & { topologySpreadConstraints?: { topologyKey: string; whenUnsatisfiable: string; maxSkew: number; labelSelector: { matchLabels: Record<string, string> } }[] };
+    const spread = (await apiPod(['api.replicas=3'])).topologySpreadConstraints!;
+    expect(spread.map((c) => c.topologyKey)).toEqual(['kubernetes.io/hostname', 'topology.kubernetes.io/zone']);
+    const apiLabels = templateLabels(named(await renderChart({ namespace: 'render-only' }), 'Deployment', 'browserplane-api'));
+    for (const constraint of spread) {
+      expect(constraint).toMatchObject({ maxSkew: 1, whenUnsatisfiable: 'ScheduleAnyway' });
+      // It selects the API's own pods, and only those.
+      expect(Object.entries(constraint.labelSelector.matchLabels).every(([key, value]) => apiLabels[key] === value)).toBe(true);
+      expect(constraint.labelSelector.matchLabels['app.kubernetes.io/component']).toBe('api');
+    }
+    expect((await apiPod(['api.replicas=1'])).topologySpreadConstraints).toBeUndefined();
+    const own = await apiPod(['api.topologySpreadConstraints[0].maxSkew=2', 'api.topologySpreadConstraints[0].topologyKey=rack', 'api.topologySpreadConstraints[0].whenUnsatisfiable=DoNotSchedule']);
+    expect(own.topologySpreadConstraints).toEqual([{ maxSkew: 2, topologyKey: 'rack', whenUnsatisfiable: 'DoNotSchedule' }]);
+  });
+
+  it('gives API, browser and app pods the PriorityClass each is set to, and none by default', async () => {
+    const render = async (set: string[]) => {
+      const objects = await renderChart({ namespace: 'render-only', set });
+      const operatorEnv = podSpecOf(named(objects, 'Deployment', 'browserplane-operator')).containers[0]!;
+      const apiPod = podSpecOf(named(objects, 'Deployment', 'browserplane-api')) as PodSpec & { priorityClassName?: string };
+      // As the operator's setting holds it, and as the browser pod then carries it.
+      const settings = JSON.parse(envOf(operatorEnv, 'BROWSERPLANE_BROWSER_POD')!.value!) as Omit<Parameters<typeof browserPod>[1], 'namespace'>;
+      const browser = browserPod({ browserId: 'bs_p', orgId: 'o', projectId: 'p', headless: true, stealth: false, kioskMode: false, viewport: { width: 800, height: 600 }, chromePolicy: {}, labels: {} }, { namespace: 'any', ...settings }).spec!;
+      const placement = parseConfig({ BROWSERPLANE_APP_POD_PLACEMENT: envOf(apiPod.containers[0]!, 'BROWSERPLANE_APP_POD_PLACEMENT')?.value }).BROWSERPLANE_APP_POD_PLACEMENT;
+      const app = buildJob({ deploymentId: 'dep_1', buildTimeoutMs: 1000 }, { namespace: 'ns', image: 'r', apiUrl: 'http://api', ...placement }).spec!.template.spec!;
+      return { api: apiPod.priorityClassName, browser: browser.priorityClassName, app: app.priorityClassName };
+    };
+    expect(await render([])).toEqual({ api: undefined, browser: undefined, app: undefined });
+    expect(await render(['api.priorityClassName=api-high', 'browsers.priorityClassName=browsers-low', 'apps.priorityClassName=apps-low'])).toEqual({ api: 'api-high', browser: 'browsers-low', app: 'apps-low' });
+  });
+
+  it('names its home, sources and an icon that the repository holds', () => {
+    const chart = parse(readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8')) as { home: string; sources: string[]; icon: string };
+    expect(chart.home).toMatch(/^https:\/\//);
+    expect(chart.sources.length).toBeGreaterThan(0);
+    const icon = /\/main\/(.+)$/.exec(chart.icon)![1]!;
+    expect(readFileSync(path.join(CHART, '..', '..', icon), 'utf8')).toContain('<svg');
   });
 
   it('renders no NetworkPolicy when networkPolicy.enabled is false', async () => {

@@ -49,6 +49,13 @@ describe('custom resource definitions', () => {
     expect(problems).toEqual([]);
   });
 
+  it('leaks no bound that only says "a safe integer" (zod\'s .int()) into a schema', () => {
+    for (const file of ['browserpools', 'browsersessions', 'authconnections']) {
+      const text = readFileSync(path.join(packageRoot(), 'crds', `${file}.yaml`), 'utf8');
+      expect(text).not.toContain(String(Number.MAX_SAFE_INTEGER));
+    }
+  });
+
   it('spells code points in patterns as Go reads them and refuses look-around', () => {
     expect(goPattern('^[^\\u0000-\\u001f]*$')).toBe('^[^\\x{0000}-\\x{001f}]*$');
     expect(() => goPattern('^(?!x)')).toThrow(/look-around/);

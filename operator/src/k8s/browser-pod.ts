@@ -44,6 +44,7 @@ export interface BrowserPodOptions {
   nodeSelector?: Record<string, string> | null;
   tolerations?: readonly V1Toleration[] | null;
   runtimeClassName?: string | null;
+  priorityClassName?: string | null;
   /** More agent environment, e.g. the file API's and log streams' limits (AGENT_FS_*, AGENT_LOGS_*). */
   agentEnv?: Readonly<Record<string, string>>;
 }

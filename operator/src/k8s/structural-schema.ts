@@ -28,6 +28,7 @@ export type JsonSchema = {
   definitions?: Record<string, JsonSchema>;
   pattern?: string;
   maximum?: number;
+  minimum?: number;
   description?: string;
   nullable?: boolean;
   enum?: unknown[];
@@ -105,7 +106,9 @@ export function structuralSchemaOf(wire: JsonSchema, path = '$'): JsonSchema {
     delete node.const;
   }
   if (typeof node.pattern === 'string') node.pattern = goPattern(node.pattern);
+  // zod's .int() says "a safe integer" as these bounds: no bound at all in a CRD.
   if (node.maximum === Number.MAX_SAFE_INTEGER) delete node.maximum;
+  if (node.minimum === Number.MIN_SAFE_INTEGER) delete node.minimum;
   if (node.additionalProperties === false) delete node.additionalProperties;
 
   if (isMap(node)) {

@@ -68,6 +68,7 @@ export interface AppJobOptions {
   nodeSelector?: Record<string, string> | null;
   tolerations?: readonly V1Toleration[] | null;
   runtimeClassName?: string | null;
+  priorityClassName?: string | null;
   /** Egress of build and run pods (npm, pip, the app): HTTP_PROXY, HTTPS_PROXY, NO_PROXY; the API's host is always in NO_PROXY. */
   proxy?: { http?: string | undefined; https?: string | undefined; noProxy?: string | undefined } | undefined;
   /** A ConfigMap (key ca.crt: a whole CA bundle) the pods trust instead of the image's (egress that inspects TLS). */
