@@ -6,7 +6,8 @@ import { parse } from 'yaml';
 import { AGENT_PORT, browserPod } from '../../operator/src/k8s/browser-pod.js';
 import { buildJob, DEFAULT_APP_JOB_RESOURCES, runJob } from '../../api/src/modules/apps/app-jobs.js';
 import { parseConfig } from '../../api/src/config.js';
-import { installCrds } from './support/kube.js';
+import { eventually } from '../support/eventually.js';
+import { installCrds, rawRequest } from './support/kube.js';
 import { egressAdmits, peersMatching, selects, type NetworkPolicySpec } from './support/network-policy.js';
 import {
   CHART,
@@ -20,6 +21,7 @@ import {
   renderChart,
   serverSideApply,
   serviceMonitorCrd,
+  gatewayApiHttpRouteCrd,
   succeeded,
   valuesFile,
   writeKubeconfig,
@@ -38,6 +40,7 @@ const VALUES_SETS = {
   default: [],
   'ci/ha-monitoring-values.yaml': [path.join(CHART, 'ci/ha-monitoring-values.yaml')],
   'ci/existing-secrets-values.yaml': [path.join(CHART, 'ci/existing-secrets-values.yaml')],
+  'ci/ingress-values.yaml': [path.join(CHART, 'ci/ingress-values.yaml')],
 } as const;
 type ValuesSet = keyof typeof VALUES_SETS;
 
@@ -105,6 +108,10 @@ beforeAll(async () => {
   await installCrds();
   const crd = await serverSideApply(serviceMonitorCrd(), { dryRun: false });
   if (crd.status >= 300) throw new Error(`installing the ServiceMonitor CRD: ${JSON.stringify(crd.body)}`);
+  const routes = await serverSideApply(await gatewayApiHttpRouteCrd(), { dryRun: false });
+  if (routes.status >= 300) throw new Error(`installing the HTTPRoute CRD: ${JSON.stringify(routes.body)}`);
+  // The API server serves a new CRD's kind a moment after it is established.
+  await eventually(async () => (await rawRequest('GET', '/apis/gateway.networking.k8s.io/v1')).status === 200, { timeoutMs: 30_000, intervalMs: 200, what: 'the HTTPRoute API served', retryErrors: true });
 }, 30 * 60_000);
 
 describe('the chart as files', () => {
@@ -495,6 +502,47 @@ describe('rendering choices', () => {
     expect(chart.sources.length).toBeGreaterThan(0);
     const icon = /\/main\/(.+)$/.exec(chart.icon)![1]!;
     expect(readFileSync(path.join(CHART, '..', '..', icon), 'utf8')).toContain('<svg');
+  });
+
+  it('puts the API behind an Ingress that keeps streams open, with TLS, and names its host as the public URL', async () => {
+    const objects = await renderChart({ namespace: 'render-only', valuesFiles: [path.join(CHART, 'ci/ingress-values.yaml')], set: ['ingress.annotations.nginx\\.ingress\\.kubernetes\\.io/proxy-body-size=1g'] });
+    const [ingress] = ofKind(objects, 'Ingress');
+    const spec = ingress!.spec as { ingressClassName: string; tls: unknown[]; rules: { host: string; http: { paths: { path: string; backend: { service: { name: string; port: { name: string } } } }[] } }[] };
+    expect(spec.ingressClassName).toBe('nginx');
+    expect(spec.tls).toEqual([{ secretName: 'browserplane-tls', hosts: ['browsers.example.com'] }]);
+    expect(spec.rules.map((rule) => rule.host)).toEqual(['browsers.example.com']);
+    // To the API Service's port by name.
+    const service = named(objects, 'Service', 'browserplane-api');
+    const backend = spec.rules[0]!.http.paths[0]!.backend.service;
+    expect(backend.name).toBe(service.metadata.name);
+    expect((service.spec as { ports: { name: string }[] }).ports.map((port) => port.name)).toContain(backend.port.name);
+    expect(ingress!.metadata.annotations).toMatchObject({
+      'cert-manager.io/cluster-issuer': 'letsencrypt',
+      'nginx.ingress.kubernetes.io/proxy-read-timeout': '3600',
+      'nginx.ingress.kubernetes.io/proxy-send-timeout': '3600',
+      'nginx.ingress.kubernetes.io/proxy-buffering': 'off',
+      // A value given wins over the chart's default.
+      'nginx.ingress.kubernetes.io/proxy-body-size': '1g',
+    });
+    const api = podSpecOf(named(objects, 'Deployment', 'browserplane-api')).containers[0]!;
+    expect(envOf(api, 'BROWSERPLANE_PUBLIC_URL')?.value).toBe('https://browsers.example.com');
+    const plain = await renderChart({ namespace: 'render-only', set: ['ingress.enabled=true', 'ingress.hosts[0]=b.example.com'] });
+    expect(envOf(podSpecOf(named(plain, 'Deployment', 'browserplane-api')).containers[0]!, 'BROWSERPLANE_PUBLIC_URL')?.value).toBe('http://b.example.com');
+    const given = await renderChart({ namespace: 'render-only', set: ['ingress.enabled=true', 'ingress.hosts[0]=b.example.com', 'api.publicUrl=https://other.example.com'] });
+    expect(envOf(podSpecOf(named(given, 'Deployment', 'browserplane-api')).containers[0]!, 'BROWSERPLANE_PUBLIC_URL')?.value).toBe('https://other.example.com');
+    expect(ofKind(await renderChart({ namespace: 'render-only' }), 'Ingress')).toEqual([]);
+  });
+
+  it('routes a Gateway\'s listener to the API with no request timeout, and refuses a route with no Gateway', async () => {
+    const [route] = ofKind(await renderChart({ namespace: 'render-only', valuesFiles: [path.join(CHART, 'ci/ingress-values.yaml')] }), 'HTTPRoute');
+    expect(route!.spec).toMatchObject({
+      parentRefs: [{ name: 'public', namespace: 'gateways', sectionName: 'https' }],
+      hostnames: ['browsers.example.com'],
+      rules: [{ backendRefs: [{ name: 'browserplane-api', port: 80 }], timeouts: { request: '0s' } }],
+    });
+    const refused = await helm(['template', 'x', CHART, '--set', 'httpRoute.enabled=true']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('httpRoute.parentRefs');
   });
 
   it('renders no NetworkPolicy when networkPolicy.enabled is false', async () => {

@@ -174,3 +174,12 @@ Call with (dict "root" $ "secret" NAME "key" KEY "given" VALUE "generate" FRESH)
     fieldRef:
       fieldPath: metadata.namespace
 {{- end -}}
+
+{{/* api.publicUrl, else the Ingress's first host (https with TLS), else nothing. */}}
+{{- define "browserplane.publicUrl" -}}
+{{- if .Values.api.publicUrl -}}
+{{- .Values.api.publicUrl -}}
+{{- else if and .Values.ingress.enabled .Values.ingress.hosts -}}
+{{- printf "%s://%s" (ternary "https" "http" (gt (len .Values.ingress.tls) 0)) (first .Values.ingress.hosts) -}}
+{{- end -}}
+{{- end -}}

@@ -260,3 +260,19 @@ export function serviceMonitorCrd(): KubeObject {
     },
   };
 }
+
+/** The Gateway API release whose HTTPRoute CRD the chart's HTTPRoute is checked against. */
+const GATEWAY_API_VERSION = 'v1.2.1';
+
+/**
+ * The real HTTPRoute CRD of the Gateway API (standard channel), from the Go module
+ * sigs.k8s.io/gateway-api, which ships its CRDs as YAML: the Go module proxy serves it here,
+ * and Go caches it in its module cache (not in the checkout).
+ */
+export async function gatewayApiHttpRouteCrd(): Promise<KubeObject> {
+  const answer = await run('go', ['mod', 'download', '-json', `sigs.k8s.io/gateway-api@${GATEWAY_API_VERSION}`], { timeout: 5 * 60_000, env: { ...process.env, GOFLAGS: '-mod=mod' } });
+  if (answer.code !== 0) throw new Error(`go mod download sigs.k8s.io/gateway-api: ${answer.stderr}`);
+  const dir = (JSON.parse(answer.stdout) as { Dir: string }).Dir;
+  const text = readFileSync(path.join(dir, 'config/crd/standard/gateway.networking.k8s.io_httproutes.yaml'), 'utf8');
+  return parseAllDocuments(text).map((doc) => doc.toJS() as KubeObject).find((object) => object?.kind === 'CustomResourceDefinition')!;
+}
