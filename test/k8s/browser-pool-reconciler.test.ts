@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
-import { ANNOTATIONS, API_VERSION, FINALIZERS, PLURALS } from '../../contract/kinds.js';
+import { ANNOTATIONS, API_VERSION, FINALIZERS, LABELS, PLURALS } from '../../contract/kinds.js';
 import { startBrowserPoolReconciler } from '../../operator/src/reconcilers/browser-pool.js';
 import { DRAINING_REASONS, READY_REASONS } from '../../operator/src/reconcilers/browser-pool-plan.js';
 import { eventually } from '../support/eventually.js';
@@ -68,6 +68,8 @@ interface BrowserPoolObject {
     size?: number;
     availableCount?: number;
     acquiredCount?: number;
+    replicas?: number;
+    selector?: string;
     observedGeneration?: number;
     conditions?: { type: string; status: string; reason: string; message: string; observedGeneration?: number }[];
   };
@@ -181,6 +183,25 @@ describe('BrowserPool resources applied with kubectl', () => {
     expect(conditionOf(invalid, 'Ready')?.message).toMatch(/is not a Chrome policy name/);
     expect(await poolRow(poolId)).toMatchObject({ size: 1, viewport_width: 1280, generation: changed.generation, deleted_at: null });
     expect(invalid.status).toMatchObject({ poolId, size: 1 });
+  }, TEST_MS);
+
+  it('kubectl scale (the scale subresource, as an HPA or KEDA uses it) resizes the pool; its status says the replicas and the pods\' selector', async () => {
+    await apply('scaled', { size: 1, headless: true, fillRatePerMinute: 6000 });
+    const full = await readyWith('scaled', READY_REASONS.full);
+    const poolId = full.status!.poolId!;
+    const scale = await rawRequest('GET', `${resourcePath('scaled')}/scale`);
+    expect(scale.body).toMatchObject({ spec: { replicas: 1 }, status: { replicas: 1, selector: `${LABELS.poolId}=${poolId}` } });
+    const scaled = await rawRequest('PATCH', `${resourcePath('scaled')}/scale`, { spec: { replicas: 2 } }, 'application/merge-patch+json');
+    expect(scaled.status).toBe(200);
+    await eventually(
+      async () => {
+        const object = await getResource('scaled');
+        return (await poolRow(poolId)).size === 2 && object?.status?.replicas === 2 && conditionOf(object, 'Ready')?.reason === READY_REASONS.full;
+      },
+      { timeoutMs: WAIT_MS, intervalMs: 200, what: 'the pool at 2 browsers, as its status says', retryErrors: true },
+    );
+    await kubectlDelete('scaled');
+    await eventually(async () => (await getResource('scaled')) === undefined, { timeoutMs: WAIT_MS, intervalMs: 200, what: 'scaled gone' });
   }, TEST_MS);
 
   it('a pool naming an uploaded extension of its project loads it; dropping it from the spec clears it', async () => {

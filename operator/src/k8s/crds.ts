@@ -46,6 +46,8 @@ export interface KindDefinition extends KindNames {
   /** CEL rules by path in the structural spec ('' = the spec itself). */
   validations: Record<string, { rule: string; message: string }[]>;
   printerColumns: { name: string; type: string; jsonPath: string; description: string; priority?: number }[];
+  /** The scale subresource (kubectl scale, an HPA, KEDA): where the replica count and the pods' selector live. */
+  scale?: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath: string };
 }
 
 const ready = { name: 'Ready', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status', description: 'Ready condition' };
@@ -66,6 +68,8 @@ export const KINDS: KindDefinition[] = [
       ],
       profile: [exactlyOneOfIdOrName],
     },
+    // An HPA or KEDA sizes the pool through /scale: spec.size is its replica count.
+    scale: { specReplicasPath: '.spec.size', statusReplicasPath: '.status.replicas', labelSelectorPath: '.status.selector' },
     printerColumns: [
       { name: 'Size', type: 'integer', jsonPath: '.spec.size', description: 'Browsers kept warm' },
       { name: 'Available', type: 'integer', jsonPath: '.status.availableCount', description: 'Idle browsers' },
@@ -164,7 +168,7 @@ export function customResourceDefinition(definition: KindDefinition): Record<str
           name: VERSION,
           served: true,
           storage: true,
-          subresources: { status: {} },
+          subresources: { status: {}, ...(definition.scale ? { scale: definition.scale } : {}) },
           additionalPrinterColumns: definition.printerColumns,
           schema: {
             openAPIV3Schema: {

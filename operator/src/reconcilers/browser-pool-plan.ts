@@ -22,7 +22,7 @@ import {
 import { wireBodyOf, wireSchemaOf } from '../k8s/structural-schema.js';
 import { nextCondition, type Condition, type ConditionValue } from './conditions.js';
 import { sameJson } from './status.js';
-import { POOL_CONDITION_TYPES, POOL_DRAINING_REASONS, POOL_READY_REASONS } from '../../../contract/kinds.js';
+import { LABELS, POOL_CONDITION_TYPES, POOL_DRAINING_REASONS, POOL_READY_REASONS } from '../../../contract/kinds.js';
 
 /** Reasons of the Ready and Draining conditions (contract/kinds/browser-pool.ts). */
 export const READY_REASONS = POOL_READY_REASONS;
@@ -272,7 +272,15 @@ export function poolStatusOf(input: StatusInput, previous: Partial<BrowserPoolSt
   return {
     observedGeneration: input.generation,
     ...(pool
-      ? { poolId: pool.id, project: pool.projectId, size: pool.size, availableCount: pool.availableCount, acquiredCount: pool.acquiredCount }
+      ? {
+          poolId: pool.id,
+          project: pool.projectId,
+          size: pool.size,
+          availableCount: pool.availableCount,
+          acquiredCount: pool.acquiredCount,
+          replicas: pool.availableCount + pool.acquiredCount,
+          selector: `${LABELS.poolId}=${pool.id}`,
+        }
       : {}),
     conditions,
   };
