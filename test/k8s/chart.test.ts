@@ -545,6 +545,23 @@ describe('rendering choices', () => {
     expect(refused.stderr).toContain('httpRoute.parentRefs');
   });
 
+  it('mounts the database CA Secret read-only into the API and operator pods, only when named', async () => {
+    type Mounted = PodSpec & { volumes: { name: string; secret?: { secretName: string } }[] };
+    const mounts = async (set: string[]) => {
+      const objects = await renderChart({ namespace: 'render-only', set });
+      return ['browserplane-api', 'browserplane-operator'].map((name) => {
+        const pod = podSpecOf(named(objects, 'Deployment', name)) as Mounted;
+        const mount = (pod.containers[0] as Container & { volumeMounts: { name: string; mountPath: string; readOnly?: boolean }[] }).volumeMounts.find((m) => m.name === 'database-ca');
+        return { mount, volume: pod.volumes.find((v) => v.name === 'database-ca') };
+      });
+    };
+    for (const { mount, volume } of await mounts(['database.caSecret=db-ca'])) {
+      expect(mount).toEqual({ name: 'database-ca', mountPath: '/etc/browserplane/database-ca', readOnly: true });
+      expect(volume).toEqual({ name: 'database-ca', secret: { secretName: 'db-ca' } });
+    }
+    for (const { mount, volume } of await mounts([])) expect({ mount, volume }).toEqual({ mount: undefined, volume: undefined });
+  });
+
   it('renders no NetworkPolicy when networkPolicy.enabled is false', async () => {
     expect(ofKind(await renderChart({ namespace: 'render-only', set: ['networkPolicy.enabled=false'] }), 'NetworkPolicy')).toEqual([]);
   });

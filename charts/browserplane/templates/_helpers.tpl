@@ -183,3 +183,20 @@ Call with (dict "root" $ "secret" NAME "key" KEY "given" VALUE "generate" FRESH)
 {{- printf "%s://%s" (ternary "https" "http" (gt (len .Values.ingress.tls) 0)) (first .Values.ingress.hosts) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The database's CA (database.caSecret), where DATABASE_URL's sslrootcert names it. */}}
+{{- define "browserplane.databaseCaMount" -}}
+{{- if .Values.database.caSecret }}
+- name: database-ca
+  mountPath: /etc/browserplane/database-ca
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "browserplane.databaseCaVolume" -}}
+{{- if .Values.database.caSecret }}
+- name: database-ca
+  secret:
+    secretName: {{ .Values.database.caSecret }}
+{{- end }}
+{{- end -}}
