@@ -76,7 +76,8 @@ show('connecting', 'Connecting to the browser…');
 const rfb = new RFB(screen, url.href, { shared: true });
 rfb.scaleViewport = true;
 rfb.resizeSession = false;
-rfb.viewOnly = false;
+// The service drops a read-only view's input anyway; the page only stops sending it.
+rfb.viewOnly = new URLSearchParams(location.search).get('readOnly') === 'true';
 rfb.focusOnClick = true;
 rfb.background = '#111';
 rfb.addEventListener('connect', () => {
@@ -90,15 +91,23 @@ rfb.addEventListener('disconnect', async () => {
 });
 `;
 
-/** Only what the page needs: its own files, noVNC's modules, the WebSocket, and data: URLs for noVNC's cursor. */
-export const LIVE_VIEW_PAGE_HEADERS: Record<string, string> = {
-  'Content-Type': 'text/html; charset=utf-8',
-  'Content-Security-Policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-    "frame-ancestors 'self'; base-uri 'none'; form-action 'none'",
-  // The token is in the address: never send it on as a referrer, never keep the page.
-  'Referrer-Policy': 'no-referrer',
-  'Cache-Control': 'no-store',
-  'X-Content-Type-Options': 'nosniff',
-  'X-Frame-Options': 'SAMEORIGIN',
-};
+/**
+ * Only what the page needs: its own files, noVNC's modules, the WebSocket, and data: URLs
+ * for noVNC's cursor. Framing: this service's own pages (the hosted login page embeds the
+ * live view) and the origins of BROWSERPLANE_LIVE_VIEW_FRAME_ANCESTORS, no one else.
+ */
+export function liveViewPageHeaders(frameAncestors: readonly string[] = []): Record<string, string> {
+  return {
+    'Content-Type': 'text/html; charset=utf-8',
+    'Content-Security-Policy':
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+      `frame-ancestors ${["'self'", ...frameAncestors].join(' ')}; base-uri 'none'; form-action 'none'`,
+    // The token is in the address: never send it on as a referrer, never keep the page.
+    'Referrer-Policy': 'no-referrer',
+    'Cache-Control': 'no-store',
+    'X-Content-Type-Options': 'nosniff',
+    // For browsers without CSP frame-ancestors; those with it ignore this header, so it
+    // does not stand in the way of the configured origins.
+    'X-Frame-Options': 'SAMEORIGIN',
+  };
+}
