@@ -9,7 +9,7 @@ import { startTestPageServer, type TestPageServer } from '../support/test-page-s
 import { newProject } from './browsers.fixtures.js';
 
 /**
- * The live view's read-only mode and its embedding, with real parts: a headful session
+ * The live view's read-only mode, its embedding and its toolbar, with real parts: a headful session
  * (Xvfb, Chromium, x11vnc), the live view page in a second, headless Chromium, and the
  * session's own CDP to see what input reached the page. The attack is made by hand: raw
  * RFB key and pointer messages sent over the read-only page's own WebSocket, as a
@@ -148,6 +148,7 @@ describe('a read-only live view', () => {
       const viewUrl = new URL(view.url());
       expect(viewUrl.searchParams.get('readOnly')).toBe('true');
       expect(viewUrl.searchParams.get('token')).not.toBe(fullToken);
+      expect(await view.isVisible('#read-only-badge')).toBe(true);
 
       // The attack: raw input over the page's own WebSocket, then without readOnly in the query.
       const readOnlyWs = await vncUrlOf(view);
@@ -232,6 +233,52 @@ describe('embedding the live view', () => {
       expect(await embed()).toBe('connected');
     } finally {
       app.deps.settings.liveViewFrameAncestors = undefined;
+      await client.delete(`/browsers/${session.session_id}`);
+    }
+  }, 90_000);
+});
+
+describe('the live view toolbar', () => {
+  it('stays collapsed in a corner without moving the screen, reconnects, and toggles fit and 1:1', async () => {
+    const session = await createHeadful();
+    const page = await viewer.newPage({ viewport: { width: 600, height: 400 } });
+    const sockets: { isClosed(): boolean }[] = [];
+    page.on('websocket', (socket) => sockets.push(socket));
+    try {
+      await page.goto(session.browser_live_view_url);
+      await page.waitForSelector('body[data-state="connected"]', { timeout: 30_000 });
+      const canvasBox = async () => (await page.locator('#screen canvas').boundingBox())!;
+      const fitted = await canvasBox();
+      expect(fitted.width).toBeLessThanOrEqual(600);
+      expect(await page.isVisible('#read-only-badge')).toBe(false);
+      expect(await page.isVisible('#reconnect')).toBe(false);
+
+      // Opened, it floats over the screen: the canvas keeps its place and size.
+      await page.click('#toolbar-toggle');
+      expect(await page.getAttribute('#toolbar-toggle', 'aria-expanded')).toBe('true');
+      expect(await page.isVisible('#reconnect')).toBe(true);
+      expect(await canvasBox()).toEqual(fitted);
+      const bar = (await page.locator('#toolbar').boundingBox())!;
+      expect(bar.x + bar.width).toBeGreaterThan(550);
+      expect(bar.y).toBeLessThan(20);
+
+      // 1:1 shows remote pixels as they are (800 wide here); Fit scales to the window again.
+      await page.click('#scale');
+      expect(await page.getAttribute('body', 'data-scale')).toBe('1:1');
+      await eventually(async () => ((await canvasBox()).width === 800 ? true : undefined), { timeoutMs: 10_000, intervalMs: 50, what: 'the 1:1 canvas' });
+      await page.click('#scale');
+      expect(await page.getAttribute('body', 'data-scale')).toBe('fit');
+      await eventually(async () => ((await canvasBox()).width === fitted.width ? true : undefined), { timeoutMs: 10_000, intervalMs: 50, what: 'the fitted canvas' });
+
+      // Reconnect closes the socket and opens a new one, and the page is connected again.
+      expect(sockets).toHaveLength(1);
+      await page.click('#reconnect');
+      await eventually(() => (sockets.length === 2 && sockets[0]!.isClosed() ? true : undefined), { timeoutMs: 10_000, intervalMs: 50, what: 'a second socket' });
+      await page.waitForSelector('body[data-state="connected"]', { timeout: 30_000 });
+      expect(sockets[1]!.isClosed()).toBe(false);
+      expect(await page.textContent('#status')).toBe('Connected');
+    } finally {
+      await page.close();
       await client.delete(`/browsers/${session.session_id}`);
     }
   }, 90_000);
