@@ -66,6 +66,8 @@ export interface AppSettings {
   auditLog?: { retentionDays: number; queueMax: number } | undefined;
   /** Browser telemetry's retention and per-session cap (default DEFAULT_TELEMETRY_SETTINGS). */
   telemetry?: TelemetrySettings | undefined;
+  /** Origins besides 'self' allowed to frame the live view page (BROWSERPLANE_LIVE_VIEW_FRAME_ANCESTORS; default none). */
+  liveViewFrameAncestors?: string[] | undefined;
 }
 
 /** Everything the HTTP layer needs, wired in main (or a test) and passed down. */

@@ -93,6 +93,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
           ? appsSettingsOf(config, { kubeConfig: parts.kubeConfig, namespace: parts.namespace ?? config.namespace })
           : undefined,
       extensions: extensionSettingsOf(config),
+      liveViewFrameAncestors: config.BROWSERPLANE_LIVE_VIEW_FRAME_ANCESTORS,
     },
     projectResources: allProjectResources(),
     sealer: createSealer(parts.encryptionKey),

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { parseAllowedNetworks } from '../../contract/egress.js';
 import { appJobFields } from './config-app-jobs.js';
+import { liveViewFields } from './config-live-view.js';
 import { replayFields } from './config-replays.js';
 import { auditLogFields } from './config-audit-logs.js';
 import { telemetryFields } from './config-telemetry.js';
@@ -199,6 +200,7 @@ export const configSchema = z.object({
     .describe('With BROWSERPLANE_BLOCK_PRIVATE_NETWORKS: addresses and CIDRs pages may reach anyway, comma-separated (an internal site, an in-network proxy)'),
   ...browserFsLimitFields,
   ...appJobFields,
+  ...liveViewFields,
   ...replayFields,
   ...auditLogFields,
   ...telemetryFields,

@@ -97,9 +97,19 @@ describe('managed auth through the SDK', () => {
     expect(timeline).toEqual([expect.objectContaining({ id: started.id, type: 'login', status: 'SUCCESS' })]);
   }, 180_000);
 
-  it('a rejected password: FAILED with the site’s own words', async () => {
+  it('a rejected password is asked again with the site’s own words; the right one signs in', async () => {
+    const conn = await connection('single', { save_credentials: false });
+    let round = 0;
+    const states = await loginAndFollow(conn.id, (state) => valuesFor(state, { identifier: USERNAME, password: round++ === 0 ? 'wrong' : PASSWORD }));
+    const asked = states.filter((state) => state.flow_step === 'AWAITING_INPUT');
+    expect(asked.map((state) => state.website_error ?? null)).toEqual([null, 'Incorrect username or password.']);
+    expect(states.at(-1)).toMatchObject({ flow_status: 'SUCCESS', flow_step: 'COMPLETED' });
+  }, 120_000);
+
+  it('a password refused three times: FAILED with the site’s own words', async () => {
     const conn = await connection('single', { save_credentials: false });
     const states = await loginAndFollow(conn.id, (state) => valuesFor(state, { identifier: USERNAME, password: 'wrong' }));
+    expect(states.filter((state) => state.flow_step === 'AWAITING_INPUT')).toHaveLength(3);
     expect(states.at(-1)).toMatchObject({ flow_status: 'FAILED', error_code: 'login_rejected', website_error: 'Incorrect username or password.' });
   }, 120_000);
 

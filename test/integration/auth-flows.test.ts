@@ -172,19 +172,21 @@ describe('interactive login through the API', () => {
     }
   }, 120_000);
 
-  it('a rejected password fails the flow with the site’s error and keeps NEEDS_AUTH', async () => {
+  it('a rejected password is asked again in the same flow, with the site’s error; the right one then signs in', async () => {
     const conn = await connect({ domain: sites.domain('single'), profile_name: 'wrong-pass', login_url: sites.url('single', '/login'), save_credentials: false });
-    await login(conn.id);
+    const started = await login(conn.id);
     const step = await awaitingInput(conn.id);
+    expect(step.website_error ?? null).toBeNull();
     await submit(conn.id, { field_values: { [fieldId(step, 'identifier')]: USERNAME, [fieldId(step, 'password')]: 'nope' } });
+    const again = await waitFor(conn.id, (c) => c.flow_step === 'AWAITING_INPUT' && c.website_error === 'Incorrect username or password.', 'the password asked again');
+    expect(again).toMatchObject({ flow_status: 'IN_PROGRESS', status: 'NEEDS_AUTH' });
+    await submit(conn.id, { field_values: { [fieldId(again, 'identifier')]: USERNAME, [fieldId(again, 'password')]: PASSWORD } });
     const done = await finished(conn.id);
-    expect(done).toMatchObject({
-      flow_status: 'FAILED',
-      status: 'NEEDS_AUTH',
-      error_code: 'login_rejected',
-      website_error: 'Incorrect username or password.',
-    });
-    expect(done.credential).toBeUndefined();
+    expect(done).toMatchObject({ flow_status: 'SUCCESS', status: 'AUTHENTICATED' });
+    expect(done.website_error ?? null).toBeNull();
+    // One flow throughout: the retry did not start another.
+    const timeline = await app.tenant.http.get(`/auth/connections/${conn.id}/timeline`);
+    expect(timeline.body).toEqual([expect.objectContaining({ id: started.id, type: 'login', status: 'SUCCESS' })]);
   }, 120_000);
 
   it('choice of SMS: the code sent to the phone is asked for and the login needs a person next time', async () => {

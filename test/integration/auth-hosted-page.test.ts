@@ -190,20 +190,29 @@ describe('the hosted login page', () => {
     expect(sites.loginCount('single')).toBeGreaterThanOrEqual(1);
   }, TEST_TIMEOUT_MS);
 
-  it('shows the failure and the site’s own error text after a wrong password', async () => {
+  it('after a wrong password offers "try again" in the same flow, keeps the username, and signs in with the right one', async () => {
     const flow = await startSiteLogin('single');
     const { page } = await newUserPage();
     await page.goto(flow.hostedUrl);
     await signIn(page, 'not-the-password');
-    await waitForState(page, 'failed');
-    await expect.poll(() => page.getByRole('alert').textContent()).toContain('Incorrect username or password.');
-    expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Sign-in failed');
+    await page.locator('body[data-retry="true"]').waitFor({ timeout: STEP_TIMEOUT_MS });
+    expect(await page.getAttribute('body', 'data-state')).toBe('input');
+    expect(await page.getByRole('heading', { level: 1 }).textContent()).toBe('Try again');
+    expect(await page.getByRole('alert').textContent()).toBe('Incorrect username or password.');
+    // The username stays, the password does not, and the cursor waits in the password field.
+    expect(await page.getByLabel('Username').inputValue()).toBe(USERNAME);
+    expect(await page.getByLabel('Password').inputValue()).toBe('');
+    expect(await focusedLabel(page)).toBe('Password');
+    const during = await connection(flow.connectionId);
+    expect(during).toMatchObject({ flow_status: 'IN_PROGRESS', flow_step: 'AWAITING_INPUT', website_error: 'Incorrect username or password.' });
 
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Try again' }).click();
+    await waitForState(page, 'success');
     const after = await connection(flow.connectionId);
-    expect(after.status).toBe('NEEDS_AUTH');
-    expect(after.flow_status).toBe('FAILED');
-    expect(after.website_error).toBe('Incorrect username or password.');
-    expect(await page.getByRole('status').textContent()).toBe(after.error_message);
+    expect(after).toMatchObject({ status: 'AUTHENTICATED', flow_status: 'SUCCESS' });
+    const timeline = await api.get<Array<{ id: string }>>(`/auth/connections/${flow.connectionId}/timeline`);
+    expect(timeline.body.map((entry) => entry.id)).toEqual([flow.flowId]);
   }, TEST_TIMEOUT_MS);
 
   it('asks for the authenticator code after the password and signs in with it (totp shape)', async () => {

@@ -69,6 +69,7 @@ const LIFETIME_MS: Record<TokenPurpose, number> = {
   replay_view: REPLAY_VIEW_TOKEN_TTL_MS,
   telemetry: PROFILE_TOKEN_TTL_MS,
   extension: EXTENSION_TOKEN_TTL_MS,
+  live_view_read_only: CDP_TOKEN_TTL_MS,
 };
 
 /**

@@ -40,8 +40,10 @@ const STOP_GRACE_MS = 2_000;
  * - -nowf: no wireframe for window moves; there is no window manager to move windows.
  * - -norc -nopw -quiet: no ~/.x11vncrc, no password banner, no chatter on stderr.
  */
-function x11vncArgs(display: XDisplay, socketPath: string): string[] {
+function x11vncArgs(display: XDisplay, socketPath: string, viewOnly: boolean): string[] {
   return [
+    // Read-only live views: x11vnc ignores their key, pointer and clipboard messages.
+    ...(viewOnly ? ['-viewonly'] : []),
     '-display', display.name,
     '-auth', display.xauthority,
     '-unixsock', socketPath,
@@ -57,13 +59,17 @@ function x11vncArgs(display: XDisplay, socketPath: string): string[] {
 
 const servers = new Map<string, Promise<RunningVncServer>>();
 
-/** The running x11vnc of `display`, started when there is none yet (or the last one died). */
-export function vncServerFor(display: XDisplay, log: Logger): Promise<VncServer> {
-  let server = servers.get(display.name);
+/**
+ * The running x11vnc of `display`, started when there is none yet (or the last one died).
+ * Read-only viewers get their own, started with -viewonly: at most two per browser.
+ */
+export function vncServerFor(display: XDisplay, log: Logger, viewOnly = false): Promise<VncServer> {
+  const key = `${display.name}${viewOnly ? ':view' : ''}`;
+  let server = servers.get(key);
   if (!server) {
-    server = startVncServer(display, log, () => servers.delete(display.name));
-    servers.set(display.name, server);
-    server.catch(() => servers.delete(display.name));
+    server = startVncServer(display, log, viewOnly, () => servers.delete(key));
+    servers.set(key, server);
+    server.catch(() => servers.delete(key));
   }
   return server;
 }
@@ -75,14 +81,14 @@ export async function stopVncServers(): Promise<void> {
   await Promise.all(running.map(async (server) => (await server.catch(() => undefined))?.stop()));
 }
 
-async function startVncServer(display: XDisplay, log: Logger, onExit: () => void): Promise<RunningVncServer> {
+async function startVncServer(display: XDisplay, log: Logger, viewOnly: boolean, onExit: () => void): Promise<RunningVncServer> {
   const started = Date.now();
   // The Xauthority file belongs to the display's user (display.ts chowns it), in <work dir>/x11.
   const owner = await stat(display.xauthority);
   const home = path.dirname(display.xauthority);
-  const socketPath = path.join(home, 'vnc.sock');
+  const socketPath = path.join(home, viewOnly ? 'vnc-view.sock' : 'vnc.sock');
   await rm(socketPath, { force: true });
-  const child = spawn('x11vnc', x11vncArgs(display, socketPath), {
+  const child = spawn('x11vnc', x11vncArgs(display, socketPath, viewOnly), {
     detached: true,
     stdio: ['ignore', 'ignore', 'pipe'],
     ...(process.getuid?.() === 0 ? { uid: owner.uid, gid: owner.gid } : {}),
@@ -125,7 +131,7 @@ async function startVncServer(display: XDisplay, log: Logger, onExit: () => void
     await stop();
     throw error;
   }
-  log.info({ x11vnc_pid: pid, display: display.name, ms: Date.now() - started }, 'x11vnc ready');
+  log.info({ x11vnc_pid: pid, display: display.name, view_only: viewOnly, ms: Date.now() - started }, 'x11vnc ready');
   return { socketPath, connect, stop };
 }
 

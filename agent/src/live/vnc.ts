@@ -13,7 +13,8 @@ import { liveViewOpened } from '../telemetry/connection-events.js';
  * to the browser's x11vnc, and raw RFB bytes travel as binary frames both ways, which
  * is what noVNC speaks (the websockify convention). Every client counts as a
  * `live_view` connection for the idle timeout. Headless browsers have no screen to
- * show: 409.
+ * show: 409. `/vnc?view_only=1` reaches a second x11vnc of the same screen started with
+ * -viewonly, which drops every key, pointer and clipboard message whatever the client sends.
  */
 
 /** RFB from a viewer is small (input events, update requests); a framebuffer update goes the other way. */
@@ -27,7 +28,9 @@ export const handleVncUpgrade: UpgradeHandler = (state, request, socket, head, l
   const chromium = state.chromium();
   if (state.phase() !== 'ready' || !chromium) return refuse(socket, 503, 'browser not ready');
   if (!chromium.display) return refuse(socket, 409, 'a headless browser has no screen to show; live view needs a headful session');
-  vncServerFor(chromium.display, log)
+  // view_only=1: the service's read-only live view (readOnly=true, or a read-only token).
+  const viewOnly = new URL(request.url ?? '/', 'http://agent').searchParams.get('view_only') === '1';
+  vncServerFor(chromium.display, log, viewOnly)
     .then((server) => server.connect())
     .then(
       (upstream) => accept(request, socket, head, upstream, state.connections, log),

@@ -3,6 +3,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import type { AppDeps } from '../../app-deps.js';
 import { createCdpTokens, tokenSubject, type TokenCheck } from './cdp-token.js';
+import { asksReadOnly, checkLiveViewToken, fullAccess } from './live-view-access.js';
 import { findLiveSessionById } from './store.js';
 import { agentEndpoint, agentHeaders, agentWsUrl, type AgentEndpoint } from '../../../../contract/agent-client.js';
 
@@ -92,15 +93,20 @@ export function attachCdpProxy(server: Server, deps: AppDeps, options: { connect
     // The token is checked before anything about the session is told: against its lease
     // when it exists (tokenSubject), else against the bare id, which fails alike.
     const session = await findLiveSessionById(deps.db, sessionId);
-    const check = await tokens.verify(session ? tokenSubject(session) : sessionId, url.searchParams.get('token') ?? '');
-    if (check !== 'ok') {
-      const [status, message] = REFUSALS[check];
+    const subject = session ? tokenSubject(session) : sessionId;
+    const token = url.searchParams.get('token') ?? '';
+    // The live view also takes a read-only token (live-view-access.ts); CDP and WebDriver never do.
+    const access = kind === 'vnc' ? await checkLiveViewToken(tokens, subject, token) : fullAccess(await tokens.verify(subject, token));
+    if (access.check !== 'ok') {
+      const [status, message] = REFUSALS[access.check];
       return refuse(socket, status, status === 401 ? 'unauthorized' : 'forbidden', message);
     }
+    // Input is dropped by the agent's view-only x11vnc, past anything the client controls.
+    const viewOnly = kind === 'vnc' && (access.readOnly || asksReadOnly(url.searchParams.get('readOnly')));
     if (!session) return refuse(socket, 404, 'not_found', `Browser session ${JSON.stringify(sessionId)} was not found`);
     if (!session.agent_url) return refuse(socket, 409, 'browser_not_ready', 'The browser is still starting');
 
-    const upstream = await connectAgent(agentEndpoint(deps.agentTokens, session.id, session.agent_url), `/${kind}`).catch((error: unknown) => {
+    const upstream = await connectAgent(agentEndpoint(deps.agentTokens, session.id, session.agent_url), viewOnly ? '/vnc?view_only=1' : `/${kind}`).catch((error: unknown) => {
       deps.log.warn({ err: error, sessionId, kind }, 'the agent refused the WebSocket connection');
       return error instanceof AgentRefusal ? error : undefined;
     });

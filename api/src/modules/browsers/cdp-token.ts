@@ -49,7 +49,7 @@ export const REPLAY_TOKEN_TTL_MS = 2 * 24 * 60 * 60 * 1000;
 export const REPLAY_VIEW_TOKEN_TTL_MS = 60 * 60 * 1000;
 
 /** What a token may be used for; each purpose has its own lifetime. */
-export type TokenPurpose = 'cdp' | 'profile' | 'replay' | 'replay_view' | 'telemetry' | 'extension';
+export type TokenPurpose = 'cdp' | 'profile' | 'replay' | 'replay_view' | 'telemetry' | 'extension' | 'live_view_read_only';
 /** The agent fetches its extensions once, at start (a pod may wait a while to be scheduled). */
 export const EXTENSION_TOKEN_TTL_MS = 24 * 60 * 60 * 1000;
 /** The agent's telemetry side door (browser-telemetry module) is bounded like the profile's: by the session, the expiry a backstop. */
@@ -60,6 +60,8 @@ const TTL_MS: Record<TokenPurpose, number> = {
   replay_view: REPLAY_VIEW_TOKEN_TTL_MS,
   telemetry: PROFILE_TOKEN_TTL_MS,
   extension: EXTENSION_TOKEN_TTL_MS,
+  // A read-only live view link (live-view-access.ts) is derived from cdp_ws_url's token and lives as long.
+  live_view_read_only: CDP_TOKEN_TTL_MS,
 };
 const KEY_NAME = 'cdp-token-v1';
 const SEAL_CONTEXT = `service_keys:${KEY_NAME}`;

@@ -9,7 +9,11 @@
  * mouse and keyboard, and says plainly why the view stopped when it does: it asks the
  * page address again, which answers 404 once the session is gone and 401/403 once the
  * token is no longer valid. `body[data-state]` (connecting, connected, disconnected)
- * is there for embedding pages and tests.
+ * and `body[data-scale]` (fit, 1:1) are there for embedding pages and tests.
+ *
+ * A toolbar collapsed to a "⋯" in the top right corner opens Reconnect (a new socket,
+ * the old one closed) and the Fit / 1:1 toggle; a read-only view (readOnly=true, see
+ * live-view-access.ts) shows a badge beside it.
  */
 
 export const LIVE_VIEW_ASSET_PREFIX = '/live-view';
@@ -24,18 +28,35 @@ export const LIVE_VIEW_HTML = `<!doctype html>
 <link rel="stylesheet" href="../../live-view/page.css">
 <script type="module" src="../../live-view/page.js"></script>
 </head>
-<body data-state="loading">
+<body data-state="loading" data-scale="fit">
 <div id="status" role="status" aria-live="polite">Loading the live view…</div>
 <div id="screen"></div>
+<div id="toolbar" data-open="false">
+<span id="read-only-badge" hidden title="Your keys and clicks are not sent to the browser">Read-only</span>
+<div id="tools" role="toolbar" aria-label="Live view" hidden>
+<button type="button" id="reconnect" title="Open the connection again">Reconnect</button>
+<button type="button" id="scale" aria-pressed="true" title="Fit the screen to the window, or show it pixel for pixel">Fit</button>
+</div>
+<button type="button" id="toolbar-toggle" aria-expanded="false" aria-controls="tools" aria-label="Live view controls" title="Live view controls">⋯</button>
+</div>
 </body>
 </html>
 `;
 
+/** The toolbar floats in the top right corner, over the screen: opening it moves nothing. */
 export const LIVE_VIEW_CSS = `html, body { height: 100%; margin: 0; background: #111; color: #eee; font: 15px/1.4 system-ui, sans-serif; overflow: hidden; }
 #screen { position: fixed; inset: 0; }
 #status { position: fixed; top: 0; left: 0; right: 0; z-index: 1; padding: 10px 16px; background: #2b2b2b; border-bottom: 1px solid #444; text-align: center; }
 body[data-state="connected"] #status { display: none; }
 body[data-state="disconnected"] #status { background: #5a1d1d; border-color: #8a2b2b; }
+#toolbar { position: fixed; top: 6px; right: 6px; z-index: 2; display: flex; gap: 4px; align-items: center; opacity: .55; transition: opacity .15s; }
+#toolbar:hover, #toolbar:focus-within, #toolbar[data-open="true"] { opacity: 1; }
+#toolbar button { font: 13px/1 system-ui, sans-serif; color: #eee; background: rgba(30, 30, 30, .85); border: 1px solid #555; border-radius: 5px; padding: 5px 8px; cursor: pointer; }
+#toolbar button:hover { background: rgba(60, 60, 60, .95); }
+#tools { display: flex; gap: 4px; }
+#tools[hidden] { display: none; }
+#read-only-badge { font: 12px/1 system-ui, sans-serif; padding: 5px 7px; border-radius: 5px; background: rgba(150, 100, 0, .85); color: #fff; }
+#read-only-badge[hidden] { display: none; }
 `;
 
 export const LIVE_VIEW_SCRIPT = `import RFB from './novnc/core/rfb.js';
@@ -50,6 +71,8 @@ const show = (state, text) => {
 // /browsers/{id}/live?token=… -> ws(s)://same host/browsers/{id}/vnc?token=…
 const url = new URL('vnc' + location.search, location.href);
 url.protocol = location.protocol === 'https:' ? 'wss:' : 'ws:';
+// The service drops a read-only view's input anyway; the page only stops sending it.
+const readOnly = new URLSearchParams(location.search).get('readOnly') === 'true';
 
 async function pageStatus() {
   try {
@@ -69,36 +92,80 @@ async function explainDisconnect() {
   if (answer === 404) return 'The browser session has ended.';
   if (answer === 401 || answer === 403) return 'This live view link is no longer valid. Read the session again for a fresh link.';
   if (answer === 409) return 'This browser has no screen to show (it is headless).';
-  return 'The connection to the browser was lost. Reload the page to reconnect.';
+  return 'The connection to the browser was lost. Use Reconnect (⋯, top right) or reload the page.';
 }
 
-show('connecting', 'Connecting to the browser…');
-const rfb = new RFB(screen, url.href, { shared: true });
-rfb.scaleViewport = true;
-rfb.resizeSession = false;
-rfb.viewOnly = false;
-rfb.focusOnClick = true;
-rfb.background = '#111';
-rfb.addEventListener('connect', () => {
-  show('connected', 'Connected');
-  rfb.focus();
+let rfb;
+let fit = true;
+
+function connect() {
+  show('connecting', 'Connecting to the browser…');
+  const current = new RFB(screen, url.href, { shared: true });
+  rfb = current;
+  current.scaleViewport = fit;
+  current.resizeSession = false;
+  current.viewOnly = readOnly;
+  current.focusOnClick = !readOnly;
+  current.background = '#111';
+  current.addEventListener('connect', () => {
+    show('connected', 'Connected');
+    if (!readOnly) current.focus();
+  });
+  current.addEventListener('securityfailure', (event) => show('disconnected', 'The live view was refused: ' + (event.detail.reason || 'security failure')));
+  current.addEventListener('disconnect', async () => {
+    // A connection replaced by Reconnect says nothing.
+    if (rfb !== current) return;
+    show('disconnected', 'The live view has stopped…');
+    const reason = await explainDisconnect();
+    if (rfb === current) show('disconnected', reason);
+  });
+}
+
+const toolbar = document.getElementById('toolbar');
+const tools = document.getElementById('tools');
+const toggle = document.getElementById('toolbar-toggle');
+const scale = document.getElementById('scale');
+document.getElementById('read-only-badge').hidden = !readOnly;
+toggle.addEventListener('click', () => {
+  const open = tools.hidden;
+  tools.hidden = !open;
+  toolbar.dataset.open = String(open);
+  toggle.setAttribute('aria-expanded', String(open));
 });
-rfb.addEventListener('securityfailure', (event) => show('disconnected', 'The live view was refused: ' + (event.detail.reason || 'security failure')));
-rfb.addEventListener('disconnect', async () => {
-  show('disconnected', 'The live view has stopped…');
-  show('disconnected', await explainDisconnect());
+document.getElementById('reconnect').addEventListener('click', () => {
+  const previous = rfb;
+  rfb = undefined;
+  previous?.disconnect();
+  connect();
 });
+scale.addEventListener('click', () => {
+  fit = !fit;
+  if (rfb) rfb.scaleViewport = fit;
+  document.body.dataset.scale = fit ? 'fit' : '1:1';
+  scale.textContent = fit ? 'Fit' : '1:1';
+  scale.setAttribute('aria-pressed', String(fit));
+});
+
+connect();
 `;
 
-/** Only what the page needs: its own files, noVNC's modules, the WebSocket, and data: URLs for noVNC's cursor. */
-export const LIVE_VIEW_PAGE_HEADERS: Record<string, string> = {
-  'Content-Type': 'text/html; charset=utf-8',
-  'Content-Security-Policy':
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
-    "frame-ancestors 'self'; base-uri 'none'; form-action 'none'",
-  // The token is in the address: never send it on as a referrer, never keep the page.
-  'Referrer-Policy': 'no-referrer',
-  'Cache-Control': 'no-store',
-  'X-Content-Type-Options': 'nosniff',
-  'X-Frame-Options': 'SAMEORIGIN',
-};
+/**
+ * Only what the page needs: its own files, noVNC's modules, the WebSocket, and data: URLs
+ * for noVNC's cursor. Framing: this service's own pages (the hosted login page embeds the
+ * live view) and the origins of BROWSERPLANE_LIVE_VIEW_FRAME_ANCESTORS, no one else.
+ */
+export function liveViewPageHeaders(frameAncestors: readonly string[] = []): Record<string, string> {
+  return {
+    'Content-Type': 'text/html; charset=utf-8',
+    'Content-Security-Policy':
+      "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+      `frame-ancestors ${["'self'", ...frameAncestors].join(' ')}; base-uri 'none'; form-action 'none'`,
+    // The token is in the address: never send it on as a referrer, never keep the page.
+    'Referrer-Policy': 'no-referrer',
+    'Cache-Control': 'no-store',
+    'X-Content-Type-Options': 'nosniff',
+    // For browsers without CSP frame-ancestors; those with it ignore this header, so it
+    // does not stand in the way of the configured origins.
+    'X-Frame-Options': 'SAMEORIGIN',
+  };
+}

@@ -5,8 +5,9 @@ import { AppError, conflict, notFound } from '../../http/errors.js';
 import { defineRoute, type RouteDef } from '../../http/route.js';
 import { errorResponses } from '../../http/standard-responses.js';
 import { createCdpTokens, tokenSubject, type CdpTokens, type TokenCheck } from './cdp-token.js';
+import { asksReadOnly, checkLiveViewToken, READ_ONLY_PURPOSE } from './live-view-access.js';
 import { readLiveViewAsset } from './live-view-assets.js';
-import { LIVE_VIEW_ASSET_PREFIX, LIVE_VIEW_HTML, LIVE_VIEW_PAGE_HEADERS } from './live-view-page.js';
+import { LIVE_VIEW_ASSET_PREFIX, LIVE_VIEW_HTML, liveViewPageHeaders } from './live-view-page.js';
 import { findLiveSessionById, type SessionRow } from './store.js';
 
 /**
@@ -22,7 +23,12 @@ const LIVE_VIEW_PATH = '/browsers/{session_id}/live';
 const params = z.object({ session_id: z.string().min(1).max(128).describe('The browser session') });
 const query = z.object({
   // Optional so that a missing token is a 401 like a wrong one, not a validation 400.
-  token: z.string().max(256).optional().describe('The token of the session’s cdp_ws_url'),
+  token: z.string().max(256).optional().describe('The token of the session’s cdp_ws_url, or a read-only live view token'),
+  readOnly: z
+    .string()
+    .max(8)
+    .optional()
+    .describe('true: a view without input (Kernel’s readOnly); answered by a redirect to a read-only token, so it cannot be undone by editing the URL'),
 });
 
 const REFUSALS: Record<Exclude<TokenCheck, 'ok'>, [number, string, string]> = {
@@ -44,18 +50,29 @@ export function liveViewRoutes(deps: AppDeps): RouteDef[] {
       summary: 'The live view page of a headful session (browser_live_view_url)',
       description:
         'An HTML page showing the browser’s screen, forwarding mouse and keyboard. Authorised by the token of cdp_ws_url, ' +
-        'not an API key. 409 for a headless session; 404 once the session has ended.',
+        'not an API key. 409 for a headless session; 404 once the session has ended. With readOnly=true and a full token, ' +
+        '303 to the same page under a read-only token: the service then drops all input of that view.',
       tags,
       auth: 'public',
       params,
       query,
       responses: {
         200: { description: 'The page', schema: z.string(), contentType: 'text/html' },
+        303: {
+          description: 'readOnly=true asked with a full token (or a read-only token without it): the read-only page',
+          headers: { Location: { description: 'live?token=<read-only token>&readOnly=true, relative to this page', schema: z.string() } },
+        },
         ...errorResponses(401, 403, 404, 409),
       },
       handler: async ({ params: p, query: q, res }) => {
-        await authorizeLiveView(deps, tokens, p.session_id, q.token);
-        res.status(200).set(LIVE_VIEW_PAGE_HEADERS).send(LIVE_VIEW_HTML);
+        const { session, readOnly } = await authorizeLiveView(deps, tokens, p.session_id, q.token);
+        const asked = asksReadOnly(q.readOnly);
+        if (asked !== readOnly || (readOnly && q.readOnly !== 'true')) {
+          const token = readOnly ? q.token! : (await tokens.issue(tokenSubject(session), READ_ONLY_PURPOSE)).token;
+          res.status(303).set({ Location: `live?token=${encodeURIComponent(token)}&readOnly=true`, 'Cache-Control': 'no-store', 'Referrer-Policy': 'no-referrer' }).end();
+          return { kind: 'handled' };
+        }
+        res.status(200).set(liveViewPageHeaders(deps.settings.liveViewFrameAncestors)).send(LIVE_VIEW_HTML);
         return { kind: 'handled' };
       },
     }),
@@ -84,12 +101,18 @@ export function liveViewRoutes(deps: AppDeps): RouteDef[] {
 }
 
 /** Token first, so an outsider learns nothing about which sessions exist. */
-async function authorizeLiveView(deps: AppDeps, tokens: CdpTokens, sessionId: string, token: string | undefined): Promise<void> {
+async function authorizeLiveView(
+  deps: AppDeps,
+  tokens: CdpTokens,
+  sessionId: string,
+  token: string | undefined,
+): Promise<{ session: SessionRow; readOnly: boolean }> {
   const session = await findLiveSessionById(deps.db, sessionId);
-  const check = await tokens.verify(session ? tokenSubject(session) : sessionId, token ?? '');
-  if (check !== 'ok') throw new AppError(...REFUSALS[check]);
+  const access = await checkLiveViewToken(tokens, session ? tokenSubject(session) : sessionId, token ?? '');
+  if (access.check !== 'ok') throw new AppError(...REFUSALS[access.check]);
   if (!session) throw notFound('Browser session', sessionId);
   if (session.headless) throw conflict('live_view_unavailable', 'A headless session has no screen to show; live view needs headless: false');
+  return { session, readOnly: access.readOnly };
 }
 
 const HEALTH_TIMEOUT_MS = 2_000;

@@ -18,6 +18,12 @@ import { addRequirements, autoStep, GENERATED_TOTP, navigationAllowed, valuesToS
 
 /** A login that needs more pages than this is going in circles. */
 const MAX_STEPS = 25;
+/**
+ * How many times a person may answer again after the site refused what they typed (a
+ * wrong password): the flow goes back to AWAITING_INPUT with the site's words as
+ * website_error, and fails as login_rejected after this many refusals.
+ */
+export const MAX_REJECTED_ANSWERS = 3;
 
 /** How a flow ended. */
 export type Outcome =
@@ -106,6 +112,8 @@ export class FlowDriver {
     await this.open(page, row);
     let submitted = false;
     let followedSignIn = false;
+    let answeredByPerson = false;
+    let rejections = 0;
     for (let n = 0; n < MAX_STEPS; n++) {
       await this.checkAlive();
       this.checkBlocked();
@@ -124,11 +132,13 @@ export class FlowDriver {
         }
         return { status: 'FAILED', code: 'login_page_not_found', message: `No login form was found at ${page.url()}`, websiteError: reading.errorText };
       }
-      if (submitted && reading.errorText) {
+      // A person's answer the site refused is asked again (the page shows why); a stored credential's is not.
+      if (submitted && reading.errorText && (!answeredByPerson || ++rejections >= MAX_REJECTED_ANSWERS)) {
         return { status: 'FAILED', code: 'login_rejected', message: 'The site refused what was submitted', websiteError: reading.errorText };
       }
       const view = viewOf(reading);
       let step = autoStep(view, secrets, row.sso_provider);
+      answeredByPerson = !step;
       if (!step) {
         if (this.type === 'REAUTH') {
           const needs = (view.fields ?? []).map((f) => f.label ?? f.id).join(', ') || 'a choice';
@@ -139,7 +149,8 @@ export class FlowDriver {
         for (const [id, value] of Object.entries(valuesToSave(view, step))) this.typed[id] = value;
       }
       addRequirements(this.requirements, view, step);
-      await this.setStep('SUBMITTING', view);
+      // The site's words were about the answer before this one.
+      await this.setStep('SUBMITTING', view, { website_error: null });
       await this.apply(page, view, reading, step, secrets);
       submitted = true;
       await this.setStep('DISCOVERING');

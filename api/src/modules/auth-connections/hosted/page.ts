@@ -8,8 +8,12 @@
  * script builds the DOM with createElement and textContent only; the CSP backs that up
  * with Trusted Types, under which an innerHTML assignment would throw instead of parsing.
  * `body[data-state]` (loading, working, input, external, success, failed, ended, denied,
- * offline) is there for embedding pages and tests.
+ * offline) is there for embedding pages and tests. After the site refused an answer (a
+ * wrong password) the flow asks again: the page says so, keeps the username, and its
+ * button reads "Try again" (`body[data-retry="true"]`).
  */
+
+import { HOSTED_CSS } from './page-style.js';
 
 const escapeAttribute = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
@@ -39,34 +43,6 @@ export function hostedPageHtml(flowId: string): string {
 `;
 }
 
-const HOSTED_CSS = `html { background: #f4f5f7; color: #1d1f23; font: 16px/1.5 system-ui, sans-serif; }
-body { margin: 0; }
-main { max-width: 440px; margin: 40px auto; padding: 24px 28px; background: #fff; border-radius: 10px; box-shadow: 0 1px 4px rgba(0,0,0,.12); }
-body:has(#browser-frame:not([hidden])) main { max-width: 1040px; }
-h1 { font-size: 22px; margin: 0 0 12px; overflow-wrap: anywhere; }
-h2 { font-size: 15px; margin: 20px 0 6px; color: #4a4f57; }
-#status:empty { display: none; }
-body[data-state="working"] #status::before, body[data-state="loading"] #status::before { content: ""; display: inline-block; width: 12px; height: 12px; margin-right: 8px; border: 2px solid #0b5cff; border-right-color: transparent; border-radius: 50%; animation: spin 1s linear infinite; vertical-align: -1px; }
-@keyframes spin { to { transform: rotate(360deg); } }
-.alert { background: #fde8e8; color: #8a1c1c; padding: 8px 12px; border-radius: 6px; margin: 12px 0; overflow-wrap: anywhere; }
-.alert:empty { display: none; }
-.field { margin: 14px 0; }
-label { display: block; font-weight: 600; overflow-wrap: anywhere; }
-input { display: block; width: 100%; box-sizing: border-box; margin-top: 4px; padding: 9px 10px; font: inherit; border: 1px solid #9aa0a8; border-radius: 6px; }
-input[aria-invalid="true"] { border-color: #c62828; }
-.field-error { color: #c62828; margin: 4px 0 0; font-size: 14px; }
-.field-error:empty { display: none; }
-button { font: inherit; cursor: pointer; border-radius: 6px; }
-button:disabled { cursor: default; opacity: .6; }
-:focus-visible { outline: 3px solid #5b9dff; outline-offset: 2px; }
-.primary { margin-top: 8px; padding: 9px 18px; background: #0b5cff; color: #fff; border: 0; }
-.choice { display: block; width: 100%; margin: 8px 0; padding: 10px 12px; text-align: left; background: #fff; color: inherit; border: 1px solid #9aa0a8; }
-.choice span { display: block; font-size: 14px; color: #5a5f67; }
-#browser { margin-top: 20px; }
-#browser-toggle { padding: 6px 12px; background: #fff; border: 1px solid #9aa0a8; }
-#browser-frame iframe { display: block; width: 100%; aspect-ratio: 4 / 3; margin-top: 10px; border: 1px solid #ccc; border-radius: 6px; background: #111; }
-`;
-
 // Plain browser JS. No template literals: this file is itself one.
 const HOSTED_SCRIPT = `const body = document.body;
 const flowId = body.dataset.flowId;
@@ -88,6 +64,7 @@ let renderedKey = '';    // what #step shows, so a repeated state keeps what was
 let events = null;       // the EventSource while following
 let retryMs = 1000;
 let showBrowser = null;  // the person's own choice; null follows the step
+let answered = null;     // after an accepted answer: what was typed in plain fields (never a password or code)
 
 // /prefix/auth/hosted/{id} -> /prefix/auth/hosted/{id}/{path}
 const api = (path) => new URL(encodeURIComponent(flowId) + '/' + path, location.href).href;
@@ -167,8 +144,14 @@ const INPUTS = {
   text: { type: 'text', autocomplete: 'off', label: 'Answer' },
 };
 
+const SECRET_TYPES = ['password', 'code', 'totp_code'];
+
 function renderInput(state, key) {
-  show('input', 'Sign in to ' + site(), '');
+  // The site refused what was sent (a wrong password): the same flow asks again.
+  const retry = answered !== null && Boolean(state.website_error);
+  body.dataset.retry = String(retry);
+  if (retry) show('input', 'Try again', 'The site did not accept that. Check what you entered and try again.');
+  else show('input', 'Sign in to ' + site(), '');
   const fields = state.fields || [];
   const choices = state.choices || [];
   const form = el('form', { novalidate: true });
@@ -187,13 +170,14 @@ function renderInput(state, key) {
       'aria-required': field.required === false ? null : 'true',
       'aria-describedby': id + '-error',
     });
+    if (retry && !SECRET_TYPES.includes(field.type) && answered[field.id]) input.value = answered[field.id];
     const error = el('p', { class: 'field-error', id: id + '-error' });
     form.append(el('div', { class: 'field' }, el('label', { for: id }, field.label || kind.label), input, error));
     return { field, input, error };
   });
   const formError = el('p', { class: 'field-error', id: 'form-error', 'aria-live': 'assertive' });
   form.append(formError);
-  if (inputs.length > 0) form.append(el('button', { type: 'submit', class: 'primary' }, 'Continue'));
+  if (inputs.length > 0) form.append(el('button', { type: 'submit', class: 'primary' }, retry ? 'Try again' : 'Continue'));
   for (const type of GROUPS) {
     // Kinds the page has no words for (account, other…) go with the sign-in options.
     const group = choices.filter((choice) => choice.type === type || (type === 'sign_in_method' && !GROUPS.includes(choice.type)));
@@ -212,7 +196,7 @@ function renderInput(state, key) {
     submit(form, { field_values: values }, inputs, formError);
   });
   replaceStep(key, form);
-  const first = form.querySelector('input, button');
+  const first = [...form.querySelectorAll('input')].find((input) => input.value === '') || form.querySelector('input, button');
   if (first) first.focus();
 }
 
@@ -240,6 +224,8 @@ async function submit(form, answer, inputs, formError) {
   const stillShown = step.contains(form);
   delete form.dataset.busy;
   if (result.status === 200 && result.body && result.body.accepted) {
+    answered = {};
+    for (const { field, input } of inputs) if (!SECRET_TYPES.includes(field.type)) answered[field.id] = input.value;
     if (stillShown) status.textContent = 'Signing in…';
     return; // stays disabled until the flow's next step arrives
   }
