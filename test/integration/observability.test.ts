@@ -1,5 +1,9 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import net from 'node:net';
+import client from 'prom-client';
+import { createPool, DEFAULT_DATABASE_TIMEOUTS } from '../../api/src/db/pool.js';
+import { registerDatabaseUp } from '../../api/src/http/database-metric.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../api/src/app.js';
 import { FixedClock } from '../../api/src/clock.js';
@@ -254,6 +258,26 @@ describe('observability', () => {
       expect(text).toMatch(/^browserplane_db_pool_idle_connections \d+$/m);
       expect(text).toMatch(/^browserplane_db_pool_waiting_clients \d+$/m);
       expect(Number(/^browserplane_db_pool_connections (\d+)$/m.exec(text)![1])).toBeGreaterThan(0);
+    });
+
+    it('reports whether Postgres answers at scrape time: 1 here, 0 for a database nobody listens on', async () => {
+      expect(await metricsText()).toMatch(/^browserplane_database_up 1$/m);
+      // A port just freed: nothing listens there.
+      const port = await new Promise<number>((resolve) => {
+        const server = net.createServer().listen(0, '127.0.0.1', () => {
+          const { port: free } = server.address() as net.AddressInfo;
+          server.close(() => resolve(free));
+        });
+      });
+      const gone = createPool(`postgres://nobody:x@127.0.0.1:${port}/none`, 1, DEFAULT_DATABASE_TIMEOUTS);
+      gone.on('error', () => undefined);
+      const registry = new client.Registry();
+      registerDatabaseUp(registry, gone);
+      try {
+        expect(await registry.metrics()).toMatch(/^browserplane_database_up 0$/m);
+      } finally {
+        await gone.end();
+      }
     });
   });
 });

@@ -1,6 +1,7 @@
 import type { RequestHandler } from 'express';
 import client from 'prom-client';
 import type { Db } from '../db/pool.js';
+import { registerDatabaseUp } from './database-metric.js';
 
 /** One registry per app instance: no global state, so tests can build many apps. */
 export interface HttpMetrics {
@@ -37,6 +38,7 @@ export function createMetrics(db: Db): HttpMetrics {
   poolGauge('browserplane_db_pool_connections', 'Postgres connections open in the pool', () => db.totalCount);
   poolGauge('browserplane_db_pool_idle_connections', 'Idle Postgres connections in the pool', () => db.idleCount);
   poolGauge('browserplane_db_pool_waiting_clients', 'Queries waiting for a pool connection', () => db.waitingCount);
+  registerDatabaseUp(registry, db);
 
   const middleware: RequestHandler = (req, res, next) => {
     const end = duration.startTimer();
