@@ -40,7 +40,11 @@ let client: HttpClient;
 
 beforeAll(async () => {
   app = await startTestApp({ clock: systemClock });
-  pages = await startTestPageServer({ '/captcha': WIDGETS });
+  pages = await startTestPageServer({
+    '/captcha': WIDGETS,
+    '/outer': '<!doctype html><title>outer</title><iframe src="/framed" style="width:400px;height:200px"></iframe>',
+    '/framed': '<!doctype html><title>framed</title><div class="h-captcha" id="h"><iframe src="about:blank" style="width:303px;height:78px"></iframe><textarea name="h-captcha-response" style="display:none"></textarea></div>',
+  });
   ({ http: client } = await newProject(app.tenant.http));
 }, 60_000);
 afterAll(async () => {
@@ -119,6 +123,22 @@ describe('captcha challenge outcomes (captcha on by default)', () => {
     const globals = await session.page.evaluate<string[]>("Object.getOwnPropertyNames(window).filter((name) => name.startsWith('__bp'))");
     expect(globals).toEqual([]);
   });
+});
+
+describe('a widget in a same-origin frame', () => {
+  it('is observed in the frame’s document, with the frame’s host and path', async () => {
+    const { id, browser, page } = await openSession({ browser: { captcha: { enabled: true } } });
+    try {
+      await page.goto(`${pages.url}/outer`);
+      const frame = page.frames().find((f) => f.url().endsWith('/framed'))!;
+      await frame.evaluate(`document.querySelector('[name="h-captcha-response"]').value = '${TOKEN}'`);
+      const events = await eventuallyEvents(client, id, (all) => expect(results(all)).toHaveLength(1));
+      expect(results(events)[0]).toMatchObject({ status: 'solved', captcha_provider: 'hcaptcha', website_host: '127.0.0.1', website_path: '/framed' });
+    } finally {
+      await browser.close().catch(() => undefined);
+      await client.delete(`/browsers/${id}`);
+    }
+  }, 60_000);
 });
 
 describe('captcha off', () => {
