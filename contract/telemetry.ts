@@ -44,6 +44,7 @@ export const TELEMETRY_TYPE_CATEGORY: Record<string, TelemetryCategory> = {
   monitor_reconnect_failed: 'monitor',
   monitor_init_failed: 'monitor',
   captcha_solve_result: 'captcha',
+  captcha_challenge_result: 'captcha',
   system_oom_kill: 'system',
   service_crashed: 'system',
 };

@@ -117,4 +117,30 @@ describe('the Python SDK 0.131 on replays, telemetry, extensions and audit logs'
     );
     expect(got.marked, String(got.error)).toBe('loaded');
   }, 120_000);
+
+  it('lists a Turnstile widget’s observed outcome as the SDK’s BrowserCaptchaChallengeResultEvent (captcha is on by default)', async () => {
+    const got = await runPython<{ kinds: string[]; data: Record<string, unknown>[]; error: unknown }>(
+      target,
+      `
+      import time
+      k = client()
+      b = k.browsers.create(headless=True, telemetry={"enabled": True})
+      try:
+          widget = '<div class="cf-turnstile" style="width:300px;height:65px"><input type="hidden" name="cf-turnstile-response" value="py-token"></div>'
+          r = k.browsers.playwright.execute(b.session_id, code="await page.goto('${pages.url}/captcha?q=1'); await page.evaluate((html) => document.body.insertAdjacentHTML('beforeend', html), " + json.dumps(widget) + "); return 1")
+          events = []
+          for _ in range(60):
+              events = list(k.browsers.telemetry.events(b.session_id, category=["captcha"]))
+              if events:
+                  break
+              time.sleep(0.5)
+          emit({"kinds": [type(e.event).__name__ for e in events], "data": [dump(e.event.data) for e in events], "error": r.error})
+      finally:
+          k.browsers.delete_by_id(b.session_id)
+      `,
+    );
+    expect(got.kinds, String(got.error)).toEqual(['BrowserCaptchaChallengeResultEvent']);
+    expect(got.data[0]).toMatchObject({ status: 'solved', captcha_provider: 'turnstile', captcha_type: 'turnstile', website_host: '127.0.0.1', website_path: '/captcha' });
+    expect(JSON.stringify(got.data)).not.toContain('py-token');
+  }, 120_000);
 });

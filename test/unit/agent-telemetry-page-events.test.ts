@@ -57,14 +57,19 @@ describe('page script messages as telemetry events', () => {
 
 describe('the page script', () => {
   it('holds only the parts of the enabled categories, and is valid JavaScript', () => {
-    const both = pageScript({ binding: '__bp_x', interaction: true, metrics: true });
-    const clicks = pageScript({ binding: '__bp_x', interaction: true, metrics: false });
-    const metrics = pageScript({ binding: '__bp_x', interaction: false, metrics: true });
+    const both = pageScript({ binding: '__bp_x', interaction: true, metrics: true, captcha: false });
+    const clicks = pageScript({ binding: '__bp_x', interaction: true, metrics: false, captcha: false });
+    const metrics = pageScript({ binding: '__bp_x', interaction: false, metrics: true, captcha: false });
+    const captcha = pageScript({ binding: '__bp_x', interaction: false, metrics: false, captcha: true });
     expect(clicks).toContain("'click'");
     expect(clicks).not.toContain('PerformanceObserver');
     expect(metrics).toContain('PerformanceObserver');
     expect(metrics).not.toContain("addEventListener('click'");
-    for (const source of [both, clicks, metrics]) expect(() => new Script(source)).not.toThrow();
+    for (const source of [both, clicks, metrics]) expect(source).not.toContain('MutationObserver');
+    expect(captcha).toContain('MutationObserver');
+    expect(captcha).not.toContain('PerformanceObserver');
+    expect(captcha).not.toContain("addEventListener('click'");
+    for (const source of [both, clicks, metrics, captcha]) expect(() => new Script(source)).not.toThrow();
     expect(both).toContain('"__bp_x"');
   });
 });

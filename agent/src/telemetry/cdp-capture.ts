@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { CdpMux } from '../cdp/mux.js';
 import { openEventedCdp, type CdpEvent, type EventedCdp } from '../curl/cdp-session.js';
+import { OpenChallenges } from './captcha-events.js';
 import * as map from './cdp-events.js';
 import { navigationSettledEvent, pageMessageEvent, parseMessage } from './page-events.js';
 import { PageProbe } from './page-probe.js';
@@ -13,15 +14,16 @@ import type { TelemetrySink } from './sink.js';
  * (page_tab_opened) and auto-attaches to every page, where it enables only the domains of
  * the enabled categories: Runtime for console (a page can notice Runtime.enable, so it is
  * never enabled for a session that does not capture console), Network for network, Page
- * for page (and Network too, for page_navigation_settled). Interaction and the page
- * metrics come from a script in an isolated world (page-probe.ts), screenshots from a timer
+ * for page (and Network too, for page_navigation_settled). Interaction, the page metrics
+ * and captcha outcomes come from a script in an isolated world (page-probe.ts; Page is
+ * enabled for it, to re-bind at each navigation), screenshots from a timer
  * (screenshot.ts); neither exists unless its category is on. Network idle is 500 ms with
  * no request in flight after one was; a navigation is settled once the page loaded, the
  * network is idle and the layout settled.
  */
 
 const NETWORK_IDLE_MS = 500;
-const CDP_CATEGORIES = ['console', 'network', 'page', 'interaction', 'screenshot'] as const;
+const CDP_CATEGORIES = ['console', 'network', 'page', 'interaction', 'screenshot', 'captcha'] as const;
 export type CdpCategory = (typeof CDP_CATEGORIES)[number];
 
 /** A step of the start that failed (monitor_init_failed's `step`). */
@@ -51,6 +53,7 @@ interface Target {
   loaded: boolean;
   layoutSettled: boolean;
   navigationSettled: boolean;
+  captchas: OpenChallenges;
 }
 
 export class CdpCapture {
@@ -69,7 +72,8 @@ export class CdpCapture {
   ) {
     const interaction = domains.has('interaction');
     const metrics = domains.has('page');
-    if (interaction || metrics) this.probe = new PageProbe(cdp, { interaction, metrics });
+    const captcha = domains.has('captcha');
+    if (interaction || metrics || captcha) this.probe = new PageProbe(cdp, { interaction, metrics, captcha });
   }
 
   /** Categories the capture needs CDP for; none: no connection at all. */
@@ -120,11 +124,12 @@ export class CdpCapture {
       const info = params.targetInfo as { targetId: string; type?: string; url?: string };
       const sessionId = params.sessionId as string;
       const ctx: map.TargetContext = { session_id: sessionId, target_id: info.targetId, target_type: map.targetType(info.type), url: info.url, nav_seq: 0 };
-      this.targets.set(sessionId, { ctx, inflight: new Map(), sawRequest: false, loaded: false, layoutSettled: false, navigationSettled: false });
+      this.targets.set(sessionId, { ctx, inflight: new Map(), sawRequest: false, loaded: false, layoutSettled: false, navigationSettled: false, captchas: new OpenChallenges() });
       void this.enableDomains(sessionId);
     } else if (method === 'Target.detachedFromTarget') {
       const target = this.targets.get(params.sessionId as string);
       if (target) clearTimeout(target.idleTimer);
+      if (target) this.emitAll(target.captchas.abandonAll(target.ctx, Date.now()));
       this.targets.delete(params.sessionId as string);
     }
   }
@@ -134,7 +139,7 @@ export class CdpCapture {
     const has = (category: CdpCategory) => this.domains.has(category);
     try {
       await Promise.all([
-        has('page') || has('interaction') ? send('Page.enable') : undefined,
+        has('page') || has('interaction') || has('captcha') ? send('Page.enable') : undefined,
         has('network') || has('page') ? send('Network.enable') : undefined,
         has('console') ? send('Runtime.enable') : undefined,
         this.probe?.install(sessionId),
@@ -169,6 +174,7 @@ export class CdpCapture {
         const frame = params.frame as { parentId?: string; url?: string };
         void this.probe?.rebind(target.ctx.session_id).catch(() => undefined);
         if (frame.parentId === undefined) {
+          this.emitAll(target.captchas.abandonAll(ctx, Date.now()));
           ctx.nav_seq += 1;
           if (frame.url !== undefined) ctx.url = frame.url;
           Object.assign(target, { loaded: false, layoutSettled: false, navigationSettled: false });
@@ -189,7 +195,8 @@ export class CdpCapture {
   private onPageMessage(target: Target, params: Record<string, unknown>): void {
     if (params.name !== this.probe?.binding) return;
     const message = parseMessage(params.payload);
-    const event = message && pageMessageEvent(message, target.ctx);
+    if (message?.t === 'captcha_open') return target.captchas.announce(message, Date.now());
+    const event = message && (message.t === 'captcha' ? target.captchas.finish(message, target.ctx) : pageMessageEvent(message, target.ctx));
     if (!event) return;
     this.sink.emit(event);
     if (event.type === 'page_layout_settled') {
@@ -203,6 +210,10 @@ export class CdpCapture {
     if (target.navigationSettled || !target.loaded || !target.layoutSettled || !networkIdle) return;
     target.navigationSettled = true;
     this.sink.emit(navigationSettledEvent(target.ctx));
+  }
+
+  private emitAll(events: Parameters<TelemetrySink['emit']>[0][]): void {
+    for (const event of events) this.sink.emit(event);
   }
 
   /** The page to screenshot: the one a client brought to the front last, else the one attached last that is still open. */

@@ -1,11 +1,12 @@
 import type { TelemetryEvent } from '../../../contract/telemetry.js';
 import { contextFields, type TargetContext } from './cdp-events.js';
+import { CAPTCHA_PROVIDERS } from './captcha-script.js';
 import { MAX_SELECTOR, MAX_TEXT } from './page-script.js';
 
 /**
  * The injected page script's messages (page-script.ts) as telemetry events, in the SDK's
  * shapes: interaction_click / _key / _scroll_settled, page_layout_shift, page_lcp and
- * page_layout_settled. Pure. The script runs in a world the page cannot reach, but what it
+ * page_layout_settled, captcha_challenge_result. Pure. The script runs in a world the page cannot reach, but what it
  * reads (text, ids) is the page's: every field is type-checked and cut here again, and a
  * message that is not one of these is dropped (null).
  */
@@ -79,9 +80,38 @@ export function pageMessageEvent(message: Message, ctx: TargetContext): Draft | 
       return { category: 'page', type: 'page_lcp', source: { kind: 'cdp', event: 'PerformanceObserver.largest-contentful-paint' }, data: data(ctx, message, { time: num(message.time), lcp_details: lcpDetails(message) }) };
     case 'layout_settled':
       return { category: 'page', type: 'page_layout_settled', source, data: data(ctx, message, {}) };
+    case 'captcha':
+      return captchaEvent(message);
     default:
       return null;
   }
+}
+
+const CAPTCHA_STATUSES = ['solved', 'timeout', 'abandoned'];
+
+/**
+ * captcha_challenge_result, with Kernel's fields only (no page URL: its query is not the
+ * challenge's business); null unless status and provider are ones the observer reports.
+ */
+function captchaEvent(message: Message): Draft | null {
+  const status = str(message.status, 16);
+  const provider = str(message.provider, 32);
+  const challengeId = str(message.challenge_id, 64);
+  if (!status || !CAPTCHA_STATUSES.includes(status) || !(CAPTCHA_PROVIDERS as readonly string[]).includes(provider ?? '') || !challengeId) return null;
+  return {
+    category: 'captcha',
+    type: 'captcha_challenge_result',
+    source: { kind: 'cdp', event: 'Runtime.bindingCalled' },
+    data: defined({
+      status,
+      captcha_type: provider,
+      captcha_provider: provider,
+      challenge_id: challengeId,
+      duration_ms: Math.max(0, num(message.duration_ms) ?? 0),
+      website_host: str(message.website_host, 256),
+      website_path: str(message.website_path, 2048),
+    }),
+  };
 }
 
 function lcpDetails(message: Message): Record<string, unknown> {

@@ -15,7 +15,7 @@ export class PageProbe {
 
   constructor(
     private readonly cdp: EventedCdp,
-    options: { interaction: boolean; metrics: boolean },
+    options: { interaction: boolean; metrics: boolean; captcha: boolean },
   ) {
     this.source = pageScript({ binding: this.binding, ...options });
   }

@@ -11,6 +11,7 @@
  *   Scrolls are reported once settled (SCROLL_SETTLE_MS with no scroll).
  * - page metrics: layout shifts and LCP from PerformanceObserver, and layout settled
  *   (LAYOUT_SETTLE_MS after load with no layout shift, each shift restarting the wait).
+ * - captcha: the outcome of a visible challenge widget (captcha-script.ts).
  *
  * Text and selectors are cut in the page too, so a huge DOM never crosses the binding.
  *
@@ -18,6 +19,8 @@
  * added (unless Runtime is enabled, which a page can detect, so it is not): the capture
  * re-adds it at each navigation, and until it is there the script holds its messages.
  */
+
+import { captchaObserver } from './captcha-script.js';
 
 export const SCROLL_SETTLE_MS = 150;
 export const LAYOUT_SETTLE_MS = 1000;
@@ -32,6 +35,8 @@ export interface PageScriptOptions {
   binding: string;
   interaction: boolean;
   metrics: boolean;
+  /** The captcha observer (captcha-script.ts). */
+  captcha: boolean;
 }
 
 export function pageScript(options: PageScriptOptions): string {
@@ -39,6 +44,7 @@ export function pageScript(options: PageScriptOptions): string {
   if (options.interaction) parts.push(INTERACTION);
   // Page metrics are the top document's; interactions are any frame's.
   if (options.metrics) parts.push(`  if (window === top) {\n${METRICS}\n  }`);
+  if (options.captcha) parts.push(captchaObserver());
   return `(() => {
   if (globalThis.__bpTelemetry) return;
   globalThis.__bpTelemetry = true;
