@@ -10,7 +10,8 @@ export interface HttpMetrics {
 
 export function createMetrics(db: Db): HttpMetrics {
   const registry = new client.Registry();
-  client.collectDefaultMetrics({ register: registry, prefix: 'browserplane_' });
+  // Unprefixed, as the operator and every exporter name them (process_cpu_seconds_total, nodejs_heap_size_used_bytes…).
+  client.collectDefaultMetrics({ register: registry });
 
   const requests = new client.Counter({
     name: 'browserplane_http_requests_total',
