@@ -3,9 +3,9 @@ import type { Queryable } from '../../db/pool.js';
 
 /**
  * Session gauges read from Postgres at scrape time, not counted in memory: Postgres is
- * where sessions live, so every replica reports the same figures and a restart loses
- * nothing. Ended sessions are cumulative by reason (deleted rows are kept), which makes
- * crashes (reason browser_crashed) visible as a rising line.
+ * where sessions live, so every replica reports the same figures (aggregate them with
+ * max, not sum). Ended sessions are a counter instead, counted where they end
+ * (session-ends.ts), so N replicas do not count the same rows N times.
  */
 export function registerBrowserMetrics(registry: client.Registry, db: Queryable): void {
   new client.Gauge({
@@ -19,19 +19,6 @@ export function registerBrowserMetrics(registry: client.Registry, db: Queryable)
       );
       this.reset();
       for (const phase of ['starting', 'running']) this.set({ phase }, Number(rows.find((r) => r.phase === phase)?.n ?? 0));
-    },
-  });
-  new client.Gauge({
-    name: 'browserplane_browser_sessions_ended',
-    help: 'Browser sessions ended since the database was created, by reason (deleted, idle_timeout, browser_crashed, …)',
-    labelNames: ['reason'] as const,
-    registers: [registry],
-    async collect() {
-      const { rows } = await db.query<{ reason: string; n: string }>(
-        'SELECT deleted_reason AS reason, count(*) AS n FROM browser_sessions WHERE deleted_at IS NOT NULL AND spare_key IS NULL GROUP BY deleted_reason',
-      );
-      this.reset();
-      for (const row of rows) this.set({ reason: row.reason ?? 'unknown' }, Number(row.n));
     },
   });
   new client.Gauge({
