@@ -53,6 +53,8 @@ describe('pool metrics', () => {
   it('counts the fill’s launches and their durations per pool', async () => {
     const { http: client } = await newProject(app.tenant.http);
     const pool = await warmPool(client, 3);
+    // The fill's progress is in the pool: nothing starting once all are warm.
+    expect((await client.get<Pool & { starting_count: number }>(`/browser_pools/${pool.id}`)).body).toMatchObject({ available_count: 3, acquired_count: 0, starting_count: 0 });
     const text = await scrape();
     expect(sample(text, 'browserplane_pool_launches_total', { pool: pool.id })).toBe(3);
     expect(sample(text, 'browserplane_pool_launch_duration_seconds_count', { pool: pool.id })).toBe(3);

@@ -14,7 +14,7 @@ import { findLiveSessionById, insertSession, lockOrgSessionCreates } from '../br
 import { countPoolBrowsers, endIdleBrowsers, type EndedBrowser } from './browsers-store.js';
 import type { BrowserCloser } from './closer.js';
 import type { PoolMetrics } from './metrics.js';
-import { nextBackoff, planFill, type Backoff, type FillPlan, type FillRoom } from './fill-plan.js';
+import { fillProgress, nextBackoff, planFill, type Backoff, type FillPlan, type FillRoom } from './fill-plan.js';
 import { poolExtensionTargets } from './pool-extensions.js';
 import { lockPoolForFill, setNextFillAt, type PoolRow } from './store.js';
 
@@ -77,6 +77,7 @@ export class PoolFill {
     if (backoff && backoff.until > Date.now()) return;
     const toClose: EndedBrowser[] = [];
     const toLaunch: { row: { id: string }; spec: BrowserLaunchSpec }[] = [];
+    let progress: string | undefined;
     await inTransaction(this.deps.db, async (tx) => {
       const pool = await lockPoolForFill(tx, poolId);
       if (!pool) return;
@@ -94,7 +95,10 @@ export class PoolFill {
         plan = planFill(pool, counts, { ...room, sessions: await sessionRoom(this.deps, tx, scopeOf(pool)) }, now);
       }
       if (plan.kind === 'shrink') toClose.push(...(await endIdleBrowsers(tx, poolId, DELETE_REASONS.poolShrunk, now, { limit: plan.discard })));
-      else if (plan.kind === 'launch') toLaunch.push(...(await this.admit(tx, pool, plan, now)));
+      else if (plan.kind === 'launch') {
+        toLaunch.push(...(await this.admit(tx, pool, plan, now)));
+        progress = fillProgress(pool, counts, plan, now);
+      }
       this.report(poolId, plan);
     }).catch((error: unknown) => {
       // A pool that cannot make browsers (its proxy is gone, no internal URL for its
@@ -110,7 +114,7 @@ export class PoolFill {
       this.deps.log.info({ poolId, browsers: toClose.length }, 'browser pool shrunk');
       this.closer.closeLater(toClose);
     }
-    if (toLaunch.length > 0) this.deps.log.info({ poolId, browsers: toLaunch.length }, 'warming pool browsers');
+    if (toLaunch.length > 0) this.deps.log.info({ poolId, browsers: toLaunch.length }, progress ?? 'warming pool browsers');
     for (const { row, spec } of toLaunch) {
       // Nothing awaits a warm launch: a failure past the launch itself (the database gone
       // as it finished) is logged here, or it would be an unhandled rejection that ends the process.
@@ -197,7 +201,7 @@ export class PoolFill {
       await this.deps.runtime.terminate(row.id, { graceMs: 0 }).catch(() => undefined);
       return;
     }
-    this.deps.log.info({ poolId, sessionId: row.id, ms: Math.round(performance.now() - started) }, 'pool browser warm');
+    this.deps.log.debug({ poolId, sessionId: row.id, ms: Math.round(performance.now() - started) }, 'pool browser warm');
     await this.events.warmed(poolId);
   }
 
