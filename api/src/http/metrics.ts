@@ -1,5 +1,6 @@
 import type { RequestHandler } from 'express';
 import client from 'prom-client';
+import { collectDefaultMetrics } from '../../../lib/default-metrics.js';
 import type { Db } from '../db/pool.js';
 
 /** One registry per app instance: no global state, so tests can build many apps. */
@@ -10,8 +11,7 @@ export interface HttpMetrics {
 
 export function createMetrics(db: Db): HttpMetrics {
   const registry = new client.Registry();
-  // Unprefixed, as the operator and every exporter name them (process_cpu_seconds_total, nodejs_heap_size_used_bytes…).
-  client.collectDefaultMetrics({ register: registry });
+  collectDefaultMetrics(registry);
 
   const requests = new client.Counter({
     name: 'browserplane_http_requests_total',
