@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../api/src/clock.js';
+import { IdleReaper } from '../../api/src/modules/browsers/reaper.js';
 import { eventually } from '../support/eventually.js';
 import type { HttpClient } from '../support/http.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
@@ -121,5 +122,29 @@ describe('pool metrics', () => {
     expect((await client.delete(`/browser_pools/${pool.id}`)).status).toBe(204);
     const after = await scrape();
     expect(after).not.toContain(`pool="${pool.id}"`);
+  });
+
+  it('counts the sessions the reaper ends by reason, once, where it ends them', async () => {
+    const { http: client } = await newProject(app.tenant.http);
+    const created = await client.post<{ session_id: string }>('/browsers', { headless: true, timeout_seconds: 600 });
+    expect(created.status, created.text).toBe(200);
+    const ended = async (reason: string) => sample(await scrape(), 'browserplane_browser_sessions_ended_total', { reason }) ?? 0;
+    const goneBefore = await ended('browser_gone');
+    const deletedBefore = await ended('deleted');
+    agent.healthy = false;
+    runtime.browsers.delete(created.body.session_id);
+    try {
+      await new IdleReaper(app.deps).tick();
+    } finally {
+      agent.healthy = true;
+    }
+    expect(await ended('browser_gone')).toBe(goneBefore + 1);
+    // A second pass finds nothing left to end: the counter does not move again.
+    await new IdleReaper(app.deps).tick();
+    expect(await ended('browser_gone')).toBe(goneBefore + 1);
+
+    const other = await client.post<{ session_id: string }>('/browsers', { headless: true, timeout_seconds: 600 });
+    expect((await client.delete(`/browsers/${other.body.session_id}`)).status).toBe(204);
+    expect(await ended('deleted')).toBe(deletedBefore + 1);
   });
 });
