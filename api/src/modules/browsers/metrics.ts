@@ -23,16 +23,21 @@ export function registerBrowserMetrics(registry: client.Registry, db: Queryable)
   });
   new client.Gauge({
     name: 'browserplane_pool_browsers',
-    help: 'Browsers of live pools by state (starting, idle, leased), all projects',
-    labelNames: ['state'] as const,
+    help: 'Browsers of each live pool by state (starting, idle, leased); the same on every replica (aggregate with max)',
+    labelNames: ['pool', 'state'] as const,
     registers: [registry],
     async collect() {
-      const { rows } = await db.query<{ state: string; n: string }>(
-        `SELECT CASE WHEN s.phase = 'starting' THEN 'starting' WHEN s.leased_at IS NULL THEN 'idle' ELSE 'leased' END AS state, count(*) AS n
-           FROM browser_sessions s WHERE s.pool_id IS NOT NULL AND s.deleted_at IS NULL GROUP BY 1`,
+      const { rows } = await db.query<{ pool: string; state: string; n: string }>(
+        `SELECT p.id AS pool, st.state, count(s.id) AS n
+           FROM browser_pools p
+           CROSS JOIN (VALUES ('starting'), ('idle'), ('leased')) AS st(state)
+           LEFT JOIN browser_sessions s ON s.pool_id = p.id AND s.deleted_at IS NULL
+             AND st.state = CASE WHEN s.phase = 'starting' THEN 'starting' WHEN s.leased_at IS NULL THEN 'idle' ELSE 'leased' END
+          WHERE p.deleted_at IS NULL
+          GROUP BY p.id, st.state`,
       );
       this.reset();
-      for (const state of ['starting', 'idle', 'leased']) this.set({ state }, Number(rows.find((r) => r.state === state)?.n ?? 0));
+      for (const row of rows) this.set({ pool: row.pool, state: row.state }, Number(row.n));
     },
   });
   new client.Gauge({
