@@ -1,3 +1,4 @@
+import type { SessionEnds } from './session-ends.js';
 import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
 import type { Sealer } from './crypto/sealer.js';
@@ -96,6 +97,8 @@ export interface AppDeps {
    * it, so draining does not wait for them until the shutdown deadline.
    */
   shutdown: AbortSignal;
+  /** Sessions ended, counted where they end (session-ends.ts). */
+  sessionEnds: SessionEnds;
   /**
    * What the supervisor of the embedded Postgres is doing (running, restarting, given up),
    * for /readyz and /healthz. Unset with DATABASE_URL: nothing here supervises that one.

@@ -37,6 +37,8 @@ export function buildApp(deps: AppDeps, services: AppServices): BuiltApp {
   const lifecycle: Lifecycle = { draining: false };
   const metrics = createMetrics(deps.db);
   services.auditLog.registerMetrics(metrics.registry);
+  services.pools.registerMetrics(metrics.registry);
+  metrics.registry.registerMetric(deps.sessionEnds.counter);
   for (const module of apiModules) module.metrics?.(metrics.registry, deps);
   const routes: RouteDef[] = [];
   routes.push(

@@ -27,6 +27,7 @@ import { createFileProfileStore } from './storage/file-profile-store.js';
 import type { ReplayStore } from './ports/replay-store.js';
 import { createFileReplayStore } from './storage/file-replay-store.js';
 import { replaySettingsOf } from './config-replays.js';
+import { SessionEnds } from './session-ends.js';
 
 /** What the composer is handed rather than reads from the configuration. */
 export interface ComposeParts {
@@ -110,5 +111,6 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
     shutdown: parts.shutdown,
     runtime,
     agentTokens: agentTokensFrom(parts.encryptionKey),
+    sessionEnds: new SessionEnds(),
   };
 }

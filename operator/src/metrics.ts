@@ -9,11 +9,12 @@
  *   error);
  * - `leader_election_master_status{name}`: 1 on the replica leading, 0 on the others;
  * - prom-client's default process and Node.js metrics, unprefixed like every Go
- *   controller's process_* series.
+ *   controller's process_* series (lib/default-metrics.ts, shared with the API).
  *
  * One registry per call (no global state): tests build as many as they like.
  */
 import client from 'prom-client';
+import { collectDefaultMetrics } from '../../lib/default-metrics.js';
 import type { ControllerMetrics } from './k8s/controller.js';
 import type { ReconcileResult, WorkQueueObserver } from './k8s/work-queue.js';
 
@@ -30,7 +31,7 @@ export interface OperatorMetrics extends ControllerMetrics {
 
 export function createOperatorMetrics(options: { defaultMetrics?: boolean } = {}): OperatorMetrics {
   const registry = new client.Registry();
-  if (options.defaultMetrics !== false) client.collectDefaultMetrics({ register: registry });
+  if (options.defaultMetrics !== false) collectDefaultMetrics(registry);
   const registers = [registry];
   const byName = ['name'] as const;
 

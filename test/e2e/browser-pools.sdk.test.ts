@@ -42,6 +42,8 @@ describe('browser pools through the SDK', () => {
       id: expect.stringMatching(/^bpool_/),
       acquired_count: 0,
       available_count: 0,
+      // Browserplane's extra field, passed through by the SDK: the fill has not started yet.
+      starting_count: 0,
       created_at: expect.any(String),
       extension_ids: [],
       region: 'us-east',

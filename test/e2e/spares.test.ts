@@ -194,6 +194,6 @@ describe('warm spares turned off', () => {
     const text = await (await fetch(`${second.url}/metrics`)).text();
     expect(text).toMatch(/^browserplane_spare_browsers\{phase="running"\} 0$/m);
     // Closed as spares, not counted as sessions that ended.
-    expect(text).not.toMatch(/^browserplane_browser_sessions_ended\{reason="spare_retired"\}/m);
+    expect(text).not.toMatch(/^browserplane_browser_sessions_ended_total\{reason="spare_retired"\}/m);
   }, 180_000);
 });

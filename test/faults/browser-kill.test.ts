@@ -44,7 +44,7 @@ async function call(method: string, route: string, body?: unknown): Promise<{ st
 
 async function endedCount(reason: string): Promise<number> {
   const text = await (await fetch(`${service.url}/metrics`)).text();
-  return Number(new RegExp(`^browserplane_browser_sessions_ended\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+  return Number(new RegExp(`^browserplane_browser_sessions_ended_total\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
 }
 
 function record(id: string): BrowserRecord {

@@ -145,7 +145,8 @@ describe('POST /browser_pools/{id_or_name}/acquire', () => {
     expect(listed[0]!.pool).toEqual({ id: pool.id });
     // /metrics counts pool browsers by state from the same rows.
     const metrics = (await app.client().get('/metrics')).text;
-    expect(Number(/^browserplane_pool_browsers\{state="leased"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(5);
+    expect(metrics).toMatch(new RegExp(`^browserplane_pool_browsers\\{pool="${pool.id}",state="leased"\\} 5$`, 'm'));
+    expect(metrics).toMatch(new RegExp(`^browserplane_pool_browsers\\{pool="${pool.id}",state="idle"\\} 0$`, 'm'));
   });
 
   it('answers concurrent acquires that share a statement each with its own browser, tags and start_url', async () => {

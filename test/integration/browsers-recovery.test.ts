@@ -33,7 +33,7 @@ const deletedReason = async (id: string) =>
 
 async function endedCount(reason: string): Promise<number> {
   const text = (await app.client().get('/metrics')).text;
-  const match = new RegExp(`^browserplane_browser_sessions_ended\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(text);
+  const match = new RegExp(`^browserplane_browser_sessions_ended_total\\{reason="${reason}"\\} (\\d+)$`, 'm').exec(text);
   return match ? Number(match[1]) : 0;
 }
 

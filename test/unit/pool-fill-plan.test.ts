@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import {
   FAILURE_BACKOFF_MS,
   FILL_BURST_MS,
+  fillProgress,
   MAX_FAILURE_BACKOFF_MS,
   nextBackoff,
   planFill,
@@ -101,5 +102,22 @@ describe('nextBackoff', () => {
 
   it('waits no longer than MAX_FAILURE_BACKOFF_MS', () => {
     expect(nextBackoff({ until: 0, failures: 30 }, 0)).toEqual({ until: MAX_FAILURE_BACKOFF_MS, failures: 31, delayMs: MAX_FAILURE_BACKOFF_MS });
+  });
+});
+
+describe('fillProgress: one line per launch step', () => {
+  const pool = { id: 'bp_1', name: 'crawlers', size: 10 };
+
+  it('says how many are warm, starting and launched, and when the next launch comes', () => {
+    const line = fillProgress(pool, { idle: 2, leased: 1, starting: 2 }, { launch: 1, nextFillAt: at(2_400) }, now);
+    expect(line).toBe('pool crawlers: 3 of 10 warm, 2 starting, launching 1, next in 2.4 s');
+  });
+
+  it('leaves out the next launch when this step starts the last browser missing', () => {
+    expect(fillProgress(pool, { idle: 7, leased: 0, starting: 2 }, { launch: 1, nextFillAt: at(600) }, now)).toBe('pool crawlers: 7 of 10 warm, 2 starting, launching 1');
+  });
+
+  it('names a pool without a name by its id, and never counts a past launch time as negative', () => {
+    expect(fillProgress({ ...pool, name: null }, { idle: 0, leased: 0, starting: 0 }, { launch: 2, nextFillAt: at(-50) }, now)).toBe('pool bp_1: 0 of 10 warm, launching 2, next in 0.0 s');
   });
 });

@@ -1,5 +1,6 @@
 import type { RequestHandler } from 'express';
 import client from 'prom-client';
+import { collectDefaultMetrics } from '../../../lib/default-metrics.js';
 import type { Db } from '../db/pool.js';
 import { registerDatabaseUp } from './database-metric.js';
 
@@ -11,7 +12,7 @@ export interface HttpMetrics {
 
 export function createMetrics(db: Db): HttpMetrics {
   const registry = new client.Registry();
-  client.collectDefaultMetrics({ register: registry, prefix: 'browserplane_' });
+  collectDefaultMetrics(registry);
 
   const requests = new client.Counter({
     name: 'browserplane_http_requests_total',

@@ -78,3 +78,16 @@ export function nextBackoff(previous: Backoff | undefined, now: number): Backoff
   const delayMs = Math.min(FAILURE_BACKOFF_MS * 2 ** failures, MAX_FAILURE_BACKOFF_MS);
   return { until: now + delayMs, failures: failures + 1, delayMs };
 }
+
+/**
+ * The fill's progress in one line, logged once per launch step (not per browser):
+ * "pool crawlers: 3 of 10 warm, 2 starting, launching 1, next in 2.4 s". Warm counts
+ * the pool's running browsers, idle or leased.
+ */
+export function fillProgress(pool: Pick<PoolRow, 'id' | 'name' | 'size'>, counts: Omit<PoolBrowserCounts, 'total'>, plan: { launch: number; nextFillAt: Date }, now: Date): string {
+  const warm = counts.idle + counts.leased;
+  const short = pool.size - warm - counts.starting - plan.launch;
+  const next = short > 0 ? `, next in ${(Math.max(0, plan.nextFillAt.getTime() - now.getTime()) / 1000).toFixed(1)} s` : '';
+  const starting = counts.starting > 0 ? `, ${counts.starting} starting` : '';
+  return `pool ${pool.name ?? pool.id}: ${warm} of ${pool.size} warm${starting}, launching ${plan.launch}${next}`;
+}

@@ -13,7 +13,8 @@ import { DELETE_REASONS, launchAdmitted, resolveProxy, sessionRoom } from '../br
 import { findLiveSessionById, insertSession, lockOrgSessionCreates } from '../browsers/store.js';
 import { countPoolBrowsers, endIdleBrowsers, type EndedBrowser } from './browsers-store.js';
 import type { BrowserCloser } from './closer.js';
-import { nextBackoff, planFill, type Backoff, type FillPlan, type FillRoom } from './fill-plan.js';
+import type { PoolMetrics } from './metrics.js';
+import { fillProgress, nextBackoff, planFill, type Backoff, type FillPlan, type FillRoom } from './fill-plan.js';
 import { poolExtensionTargets } from './pool-extensions.js';
 import { lockPoolForFill, setNextFillAt, type PoolRow } from './store.js';
 
@@ -37,6 +38,8 @@ export interface FillEvents {
  */
 export class PoolFill {
   private readonly launches = new Set<Promise<void>>();
+  /** Launches in flight per pool (the launches-in-flight gauge). */
+  private readonly launching = new Map<string, number>();
   private readonly backoff = new Map<string, Backoff>();
   private readonly warned = new Map<string, string>();
   private readonly launchConcurrency: number;
@@ -46,6 +49,7 @@ export class PoolFill {
     private readonly deps: AppDeps,
     private readonly tokens: CdpTokens,
     private readonly closer: BrowserCloser,
+    private readonly metrics: PoolMetrics,
     private readonly events: FillEvents,
   ) {
     this.launchConcurrency = deps.settings.poolLaunchConcurrency ?? defaultPoolLaunchConcurrency();
@@ -55,6 +59,11 @@ export class PoolFill {
   /** The pool is gone: its failures are forgotten. */
   forget(poolId: string): void {
     this.backoff.delete(poolId);
+  }
+
+  /** Launches in flight per pool. */
+  launchingByPool(): Map<string, number> {
+    return new Map(this.launching);
   }
 
   /** The launches in flight, settled. */
@@ -68,6 +77,7 @@ export class PoolFill {
     if (backoff && backoff.until > Date.now()) return;
     const toClose: EndedBrowser[] = [];
     const toLaunch: { row: { id: string }; spec: BrowserLaunchSpec }[] = [];
+    let progress: string | undefined;
     await inTransaction(this.deps.db, async (tx) => {
       const pool = await lockPoolForFill(tx, poolId);
       if (!pool) return;
@@ -85,19 +95,26 @@ export class PoolFill {
         plan = planFill(pool, counts, { ...room, sessions: await sessionRoom(this.deps, tx, scopeOf(pool)) }, now);
       }
       if (plan.kind === 'shrink') toClose.push(...(await endIdleBrowsers(tx, poolId, DELETE_REASONS.poolShrunk, now, { limit: plan.discard })));
-      else if (plan.kind === 'launch') toLaunch.push(...(await this.admit(tx, pool, plan, now)));
+      else if (plan.kind === 'launch') {
+        toLaunch.push(...(await this.admit(tx, pool, plan, now)));
+        progress = fillProgress(pool, counts, plan, now);
+      }
       this.report(poolId, plan);
     }).catch((error: unknown) => {
       // A pool that cannot make browsers (its proxy is gone, no internal URL for its
       // profile yet) backs off rather than failing every pass.
-      if (error instanceof AppError) return this.failed(poolId, error);
+      if (error instanceof AppError) {
+        this.metrics.launchFailed(poolId, error);
+        return this.failed(poolId, error);
+      }
       throw error;
     });
     if (toClose.length > 0) {
+      this.deps.sessionEnds.ended(DELETE_REASONS.poolShrunk, toClose.length);
       this.deps.log.info({ poolId, browsers: toClose.length }, 'browser pool shrunk');
       this.closer.closeLater(toClose);
     }
-    if (toLaunch.length > 0) this.deps.log.info({ poolId, browsers: toLaunch.length }, 'warming pool browsers');
+    if (toLaunch.length > 0) this.deps.log.info({ poolId, browsers: toLaunch.length }, progress ?? 'warming pool browsers');
     for (const { row, spec } of toLaunch) {
       // Nothing awaits a warm launch: a failure past the launch itself (the database gone
       // as it finished) is logged here, or it would be an unhandled rejection that ends the process.
@@ -160,14 +177,22 @@ export class PoolFill {
 
   private async warm(poolId: string, row: { id: string }, spec: BrowserLaunchSpec): Promise<void> {
     const started = performance.now();
+    this.metrics.launchStarted(poolId);
+    this.launching.set(poolId, (this.launching.get(poolId) ?? 0) + 1);
     try {
       await launchAdmitted(this.deps, row, spec);
+      this.metrics.launched(poolId, (performance.now() - started) / 1000);
     } catch (error) {
+      this.metrics.launchFailed(poolId, error);
       // A database outage is not the pool's fault: backing off for it would keep the pool
       // empty for up to a minute after the database is back (the launch's row is left to the reaper).
       if (databaseUnavailable(error)) this.deps.log.warn({ err: error, poolId, sessionId: row.id }, 'a warm pool browser could not be recorded: the database is unavailable');
       else this.failed(poolId, error);
       return;
+    } finally {
+      const left = (this.launching.get(poolId) ?? 1) - 1;
+      if (left > 0) this.launching.set(poolId, left);
+      else this.launching.delete(poolId);
     }
     this.backoff.delete(poolId);
     const live = await findLiveSessionById(this.deps.db, row.id);
@@ -176,7 +201,7 @@ export class PoolFill {
       await this.deps.runtime.terminate(row.id, { graceMs: 0 }).catch(() => undefined);
       return;
     }
-    this.deps.log.info({ poolId, sessionId: row.id, ms: Math.round(performance.now() - started) }, 'pool browser warm');
+    this.deps.log.debug({ poolId, sessionId: row.id, ms: Math.round(performance.now() - started) }, 'pool browser warm');
     await this.events.warmed(poolId);
   }
 

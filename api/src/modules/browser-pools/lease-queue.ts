@@ -10,6 +10,7 @@ import { pushTelemetry } from '../browsers/telemetry-door.js';
 import { leaseIdleBrowser, leaseIdleBrowsers, returnToIdle, type Lease, type PoolRef } from './browsers-store.js';
 import { LeaseBatcher } from './lease-batch.js';
 import { getPool } from './lookup.js';
+import type { PoolMetrics } from './metrics.js';
 import { MAX_ACQUIRE_WAIT_SECONDS, type AcquirePoolInput } from './schema.js';
 import { findPool, type PoolRow } from './store.js';
 
@@ -52,7 +53,15 @@ export class LeaseQueue {
     ),
   );
 
-  constructor(private readonly deps: AppDeps) {}
+  constructor(
+    private readonly deps: AppDeps,
+    private readonly metrics: PoolMetrics,
+  ) {}
+
+  /** Waiting acquirers per pool (the acquire-waiters gauge). */
+  waitersByPool(): Map<string, number> {
+    return new Map([...this.waiters].map(([poolId, queue]) => [poolId, queue.filter((w) => !w.settled).length]));
+  }
 
   /** The pools some acquirer of this replica waits for. */
   poolIds(): string[] {
@@ -95,7 +104,7 @@ export class LeaseQueue {
     if (row === undefined) {
       pool ??= await getPool(this.deps.db, scope, idOrName);
       const waitSeconds = Math.min(input.acquire_timeout_seconds ?? defaultWaitSeconds(pool), MAX_ACQUIRE_WAIT_SECONDS);
-      if (waitSeconds > 0 && !this.closed) row = await this.wait(scope.projectId, pool.id, lease, waitSeconds * 1000, signal);
+      if (waitSeconds > 0 && !this.closed) row = await this.timedWait(scope.projectId, pool.id, lease, waitSeconds * 1000, signal);
       else if (!this.waiters.get(pool.id)?.length) row = await this.tryLease({ id: pool.id }, lease);
     }
     if (row === undefined) return undefined;
@@ -116,6 +125,7 @@ export class LeaseQueue {
         .reset(row.id, { startUrl: lease.startUrl, signal: this.deps.shutdown })
         .catch((error: unknown) => this.deps.log.warn({ err: error, sessionId: row.id }, 'opening the lease start_url failed; the browser keeps its page'));
     }
+    if (row.pool_id !== null) this.metrics.leased(row.pool_id);
     this.deps.log.info({ poolId: row.pool_id, sessionId: row.id, leaseSeq: row.lease_seq }, 'pool browser leased');
     return row;
   }
@@ -149,6 +159,20 @@ export class LeaseQueue {
       return await leaseIdleBrowser(this.deps.db, ref, lease, this.deps.clock.now());
     } catch (error) {
       throw sessionConflict(error, lease.name);
+    }
+  }
+
+  /** wait(), with the time it took in the acquire-wait histogram. */
+  private async timedWait(projectId: string, poolId: string, lease: Lease, ms: number, signal: AbortSignal): Promise<SessionRow | undefined> {
+    const started = performance.now();
+    const seconds = () => (performance.now() - started) / 1000;
+    try {
+      const row = await this.wait(projectId, poolId, lease, ms, signal);
+      this.metrics.waited(poolId, row === undefined ? 'none' : 'leased', seconds());
+      return row;
+    } catch (error) {
+      this.metrics.waited(poolId, 'failed', seconds());
+      throw error;
     }
   }
 

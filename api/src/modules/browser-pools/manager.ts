@@ -1,5 +1,6 @@
 import type { AppDeps } from '../../app-deps.js';
 import { channelName } from '../../events/hub.js';
+import { DELETE_REASONS } from '../browsers/service.js';
 import { notFound } from '../../http/errors.js';
 import type { ProjectScope } from '../../scope.js';
 import { createCdpTokens } from '../browsers/cdp-token.js';
@@ -8,7 +9,9 @@ import { isPoolLive, listLivePoolIds, type EndedBrowser } from './browsers-store
 import { BrowserCloser } from './closer.js';
 import { PoolFill } from './fill.js';
 import { IDLE_CHANNEL, LeaseQueue } from './lease-queue.js';
+import { PoolMetrics } from './metrics.js';
 import { discardIdle, flushPool, refreshProfilePools, releaseBrowser, type ReturnContext } from './release.js';
+import type { Registry } from 'prom-client';
 import type { AcquirePoolInput, ReleasePoolInput } from './schema.js';
 import type { PoolRow } from './store.js';
 
@@ -44,18 +47,24 @@ export class PoolManager {
   private tickAgain = false;
   private readonly unsubscribes: (() => Promise<void>)[] = [];
   private stopped = false;
+  private readonly metrics = new PoolMetrics();
 
   constructor(private readonly deps: AppDeps) {
     this.closer = new BrowserCloser(deps);
-    this.queue = new LeaseQueue(deps);
-    this.filler = new PoolFill(deps, createCdpTokens(deps), this.closer, {
+    this.queue = new LeaseQueue(deps, this.metrics);
+    this.filler = new PoolFill(deps, createCdpTokens(deps), this.closer, this.metrics, {
       warmed: async (poolId) => {
         await this.queue.announceIdle(poolId);
         // A slot is free again: the pool (or another) may start the next one without waiting for the pass.
         this.poke();
       },
     });
-    this.returns = { deps, closer: this.closer, poke: () => this.poke(), announceIdle: (poolId) => this.queue.announceIdle(poolId) };
+    this.returns = { deps, closer: this.closer, metrics: this.metrics, poke: () => this.poke(), announceIdle: (poolId) => this.queue.announceIdle(poolId) };
+  }
+
+  /** The pool metrics of this replica (metrics.ts), served at the app's /metrics. */
+  registerMetrics(registry: Registry): void {
+    this.metrics.registerMetrics(registry, { waiters: () => this.queue.waitersByPool(), launching: () => this.filler.launchingByPool() });
   }
 
   /** Starts the fill (a pass every `intervalMs`, and at every wake-up) and listens for other replicas' wake-ups. */
@@ -172,6 +181,8 @@ export class PoolManager {
   async poolDeleted(poolId: string, ended: EndedBrowser[]): Promise<void> {
     this.queue.failWaiters(poolId, notFound('Browser pool', poolId));
     this.filler.forget(poolId);
+    this.metrics.forget(poolId);
+    this.deps.sessionEnds.ended(DELETE_REASONS.poolDeleted, ended.length);
     // Other replicas turn their waiters away at once rather than at their next pass.
     await this.changed(poolId);
     await this.closer.close(ended);

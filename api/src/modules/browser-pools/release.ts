@@ -6,6 +6,7 @@ import { DELETE_REASONS, endSession } from '../browsers/service.js';
 import { pushTelemetry, sameAgentCategories } from '../browsers/telemetry-door.js';
 import { countPoolBrowsers, endIdleBrowsers, lockLease, returnToIdle, revokeLease, type LeasedBrowser, type PoolBrowserCounts } from './browsers-store.js';
 import type { BrowserCloser } from './closer.js';
+import type { PoolMetrics } from './metrics.js';
 import { bumpProfileRefreshingPools, type PoolRow } from './store.js';
 import { getPool } from './lookup.js';
 import type { ReleasePoolInput } from './schema.js';
@@ -14,6 +15,7 @@ import type { ReleasePoolInput } from './schema.js';
 export interface ReturnContext {
   deps: AppDeps;
   closer: BrowserCloser;
+  metrics: PoolMetrics;
   /** A pass over every pool soon: the fill replaces what was closed. */
   poke(): void;
   /** A browser of the pool is idle again: wake its waiters (here and on other replicas). */
@@ -56,6 +58,7 @@ export async function releaseBrowser(ctx: ReturnContext, scope: ProjectScope, id
   });
   if (!keep) {
     await endSession(deps, leased, DELETE_REASONS.poolReleased);
+    ctx.metrics.released(pool.id, 'closed');
     ctx.poke();
     return;
   }
@@ -67,9 +70,11 @@ export async function releaseBrowser(ctx: ReturnContext, scope: ProjectScope, id
   } catch (error) {
     deps.log.warn({ err: error, poolId: pool.id, sessionId: leased.id }, 'resetting a released browser failed; replacing it');
     await endSession(deps, leased, DELETE_REASONS.poolResetFailed);
+    ctx.metrics.released(pool.id, 'reset_failed');
     ctx.poke();
     return;
   }
+  ctx.metrics.released(pool.id, 'reused');
   if (await returnToIdle(deps.db, leased.id, pool, deps.clock.now())) await ctx.announceIdle(pool.id);
 }
 
@@ -78,6 +83,7 @@ export async function flushPool(ctx: ReturnContext, scope: ProjectScope, idOrNam
   const { deps } = ctx;
   const pool = await getPool(deps.db, scope, idOrName);
   const ended = await endIdleBrowsers(deps.db, pool.id, DELETE_REASONS.poolFlushed, deps.clock.now());
+  deps.sessionEnds.ended(DELETE_REASONS.poolFlushed, ended.length);
   deps.log.info({ poolId: pool.id, browsers: ended.length }, 'browser pool flushed');
   ctx.closer.closeLater(ended);
   ctx.poke();
@@ -87,7 +93,9 @@ export async function flushPool(ctx: ReturnContext, scope: ProjectScope, idOrNam
 /** discard_all_idle of a PATCH: the idle browsers close now, and the fill warms them anew. */
 export async function discardIdle(ctx: ReturnContext, poolId: string): Promise<void> {
   const { deps } = ctx;
-  ctx.closer.closeLater(await endIdleBrowsers(deps.db, poolId, DELETE_REASONS.poolRefreshed, deps.clock.now()));
+  const ended = await endIdleBrowsers(deps.db, poolId, DELETE_REASONS.poolRefreshed, deps.clock.now());
+  deps.sessionEnds.ended(DELETE_REASONS.poolRefreshed, ended.length);
+  ctx.closer.closeLater(ended);
 }
 
 /** The profile was saved: pools that refresh on it rebuild their idle browsers (those of older generations). */
@@ -96,6 +104,7 @@ export async function refreshProfilePools(ctx: ReturnContext, profileId: string)
   const pools = await bumpProfileRefreshingPools(deps.db, profileId, deps.clock.now());
   for (const pool of pools) {
     const ended = await endIdleBrowsers(deps.db, pool.id, DELETE_REASONS.poolRefreshed, deps.clock.now(), { olderThanGeneration: pool.generation });
+    deps.sessionEnds.ended(DELETE_REASONS.poolRefreshed, ended.length);
     deps.log.info({ poolId: pool.id, profileId, browsers: ended.length }, 'profile saved: rebuilding the pool’s idle browsers');
     ctx.closer.closeLater(ended);
   }

@@ -31,6 +31,8 @@ export function presentPool(row: PoolRow, region: string) {
     region,
     acquired_count: Number(row.acquired_count),
     available_count: Number(row.available_count),
+    // Not in Kernel's BrowserPool: an extra field the SDK passes through (CONTRACT: extra response fields are allowed).
+    starting_count: Number(row.starting_count),
     browser_pool_config: { ...row.config, size: row.size },
     created_at: row.created_at.toISOString(),
     extension_ids: row.extension_ids,

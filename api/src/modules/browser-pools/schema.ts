@@ -129,6 +129,7 @@ export const browserPoolSchema = z
     id: z.string(),
     acquired_count: z.number(),
     available_count: z.number(),
+    starting_count: z.number().describe('Browsers of the pool still starting: the fill in progress (Browserplane extra; size = starting + available + acquired once full)'),
     browser_pool_config: z
       .object({
         size: z.number(),

@@ -61,6 +61,8 @@ export interface PoolRow {
   /** Browsers of the pool: ready and waiting, and held by clients (read in the same statement). */
   available_count: number;
   acquired_count: number;
+  /** Browsers of the pool still starting (the fill's progress: starting, then available). */
+  starting_count: number;
   /** The uploaded extensions its browsers load, in load order (pool-extensions.ts). */
   extension_ids: string[];
 }
@@ -68,12 +70,13 @@ export interface PoolRow {
 const SELECT = `SELECT p.id, p.org_id, p.project_id, p.name, p.size, p.fill_rate_per_minute, p.timeout_seconds, p.headless,
     p.stealth, p.kiosk_mode, p.start_url, p.proxy_id, p.profile_id, p.refresh_on_profile_update, p.viewport_width,
     p.viewport_height, p.viewport_refresh_rate, p.chrome_policy, p.telemetry, p.config, p.generation, p.next_fill_at, p.created_at,
-    p.updated_at, p.deleted_at, p.kubernetes_resource, p.draining_since, c.available_count, c.acquired_count,
+    p.updated_at, p.deleted_at, p.kubernetes_resource, p.draining_since, c.available_count, c.acquired_count, c.starting_count,
     ARRAY(SELECT x.extension_id FROM browser_pool_extensions x WHERE x.pool_id = p.id ORDER BY x.position) AS extension_ids
   FROM browser_pools p
   CROSS JOIN LATERAL (
     SELECT (count(*) FILTER (WHERE s.leased_at IS NULL AND s.phase = 'running'))::int AS available_count,
-           (count(*) FILTER (WHERE s.leased_at IS NOT NULL))::int AS acquired_count
+           (count(*) FILTER (WHERE s.leased_at IS NOT NULL))::int AS acquired_count,
+           (count(*) FILTER (WHERE s.leased_at IS NULL AND s.phase = 'starting'))::int AS starting_count
       FROM browser_sessions s WHERE s.pool_id = p.id AND s.deleted_at IS NULL
   ) c`;
 

@@ -3,9 +3,9 @@ import type { Queryable } from '../../db/pool.js';
 
 /**
  * Session gauges read from Postgres at scrape time, not counted in memory: Postgres is
- * where sessions live, so every replica reports the same figures and a restart loses
- * nothing. Ended sessions are cumulative by reason (deleted rows are kept), which makes
- * crashes (reason browser_crashed) visible as a rising line.
+ * where sessions live, so every replica reports the same figures (aggregate them with
+ * max, not sum). Ended sessions are a counter instead, counted where they end
+ * (session-ends.ts), so N replicas do not count the same rows N times.
  */
 export function registerBrowserMetrics(registry: client.Registry, db: Queryable): void {
   new client.Gauge({
@@ -22,30 +22,22 @@ export function registerBrowserMetrics(registry: client.Registry, db: Queryable)
     },
   });
   new client.Gauge({
-    name: 'browserplane_browser_sessions_ended',
-    help: 'Browser sessions ended since the database was created, by reason (deleted, idle_timeout, browser_crashed, …)',
-    labelNames: ['reason'] as const,
-    registers: [registry],
-    async collect() {
-      const { rows } = await db.query<{ reason: string; n: string }>(
-        'SELECT deleted_reason AS reason, count(*) AS n FROM browser_sessions WHERE deleted_at IS NOT NULL AND spare_key IS NULL GROUP BY deleted_reason',
-      );
-      this.reset();
-      for (const row of rows) this.set({ reason: row.reason ?? 'unknown' }, Number(row.n));
-    },
-  });
-  new client.Gauge({
     name: 'browserplane_pool_browsers',
-    help: 'Browsers of live pools by state (starting, idle, leased), all projects',
-    labelNames: ['state'] as const,
+    help: 'Browsers of each live pool by state (starting, idle, leased); the same on every replica (aggregate with max)',
+    labelNames: ['pool', 'state'] as const,
     registers: [registry],
     async collect() {
-      const { rows } = await db.query<{ state: string; n: string }>(
-        `SELECT CASE WHEN s.phase = 'starting' THEN 'starting' WHEN s.leased_at IS NULL THEN 'idle' ELSE 'leased' END AS state, count(*) AS n
-           FROM browser_sessions s WHERE s.pool_id IS NOT NULL AND s.deleted_at IS NULL GROUP BY 1`,
+      const { rows } = await db.query<{ pool: string; state: string; n: string }>(
+        `SELECT p.id AS pool, st.state, count(s.id) AS n
+           FROM browser_pools p
+           CROSS JOIN (VALUES ('starting'), ('idle'), ('leased')) AS st(state)
+           LEFT JOIN browser_sessions s ON s.pool_id = p.id AND s.deleted_at IS NULL
+             AND st.state = CASE WHEN s.phase = 'starting' THEN 'starting' WHEN s.leased_at IS NULL THEN 'idle' ELSE 'leased' END
+          WHERE p.deleted_at IS NULL
+          GROUP BY p.id, st.state`,
       );
       this.reset();
-      for (const state of ['starting', 'idle', 'leased']) this.set({ state }, Number(rows.find((r) => r.state === state)?.n ?? 0));
+      for (const row of rows) this.set({ pool: row.pool, state: row.state }, Number(row.n));
     },
   });
   new client.Gauge({

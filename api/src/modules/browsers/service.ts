@@ -314,7 +314,7 @@ export async function launchAdmitted(
   const timeout = AbortSignal.timeout(launchTimeoutMs);
   const failLaunch = async (reason: string, error: AppError) => {
     await runtime.terminate(row.id, { graceMs: 0 }).catch((e: unknown) => deps.log.error({ err: e, sessionId: row.id }, 'terminating a failed launch failed'));
-    await markDeleted(deps.db, row.id, reason, deps.clock.now());
+    if (await markDeleted(deps.db, row.id, reason, deps.clock.now())) deps.sessionEnds.ended(reason);
     return error;
   };
   let observed;
@@ -365,6 +365,7 @@ export async function endSession(
   const discardProfile = options.discardProfile === true;
   await deps.runtime.terminate(row.id, { graceMs: terminateGraceMs(row), ...(discardProfile ? { discardProfile } : {}) });
   const ended = await markDeleted(deps.db, row.id, reason, deps.clock.now());
+  if (ended) deps.sessionEnds.ended(reason);
   deps.log.info({ sessionId: row.id, reason }, 'browser session ended');
   return ended;
 }
