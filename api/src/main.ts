@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { applyCliArgs, packageVersion } from './cli.js';
 import { ConfigError, configHelp, parseConfig } from './config.js';
 import { installOutboundDispatcher } from './http/outbound.js';
 import { createLogger } from './logger.js';
@@ -6,10 +7,7 @@ import { startService, type RunningService } from './service.js';
 
 /** The composition root: configuration is parsed here and nowhere else. */
 async function main(): Promise<void> {
-  if (process.argv.includes('--help') || process.argv.includes('-h')) {
-    process.stdout.write(configHelp() + '\n');
-    return;
-  }
+  if (!applyCliArgs(process.argv.slice(2), { program: 'browserplane', help: configHelp, version: packageVersion })) return;
   let config;
   try {
     config = parseConfig(process.env);

@@ -16,7 +16,8 @@ import type { Logger } from 'pino';
 import { agentFsEnv } from '../../api/src/index.js';
 import { installOutboundDispatcher } from '../../api/src/index.js';
 import { createLogger } from '../../api/src/index.js';
-import { OperatorConfigError, parseOperatorConfig, type OperatorConfig } from './config.js';
+import { applyCliArgs, packageVersion } from '../../api/src/index.js';
+import { OperatorConfigError, operatorHelp, parseOperatorConfig, type OperatorConfig } from './config.js';
 import { LeaderElector } from './k8s/leader-election.js';
 import { kubernetesLeaseStore } from './k8s/lease-store.js';
 import type { AppDeps } from '../../api/src/index.js';
@@ -45,6 +46,7 @@ interface OperatorState {
 const DRAIN_TIMEOUT_MS = 15_000;
 
 async function main(): Promise<void> {
+  if (!applyCliArgs(process.argv.slice(2), { program: 'browserplane-operator', help: operatorHelp, version: packageVersion })) return;
   let config: OperatorConfig;
   try {
     config = parseOperatorConfig(process.env);
