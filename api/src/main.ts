@@ -4,6 +4,7 @@ import { ConfigError, configHelp, parseConfig } from './config.js';
 import { installOutboundDispatcher } from './http/outbound.js';
 import { createLogger } from './logger.js';
 import { startService, type RunningService } from './service.js';
+import { signalPolicy } from './shutdown-signals.js';
 
 /** The composition root: configuration is parsed here and nowhere else. */
 async function main(): Promise<void> {
@@ -34,10 +35,18 @@ async function main(): Promise<void> {
       },
     );
   };
+  const verdictOf = signalPolicy();
   const onSignal = (signal: NodeJS.Signals) => {
-    if (state.stopRequested) {
-      log.warn({ signal }, 'second signal during shutdown: exiting now');
+    const verdict = verdictOf(signal);
+    if (verdict === 'repeat') return; // the same stop delivered twice (make forwards the group's SIGTERM)
+    if (verdict === 'abandon') {
+      log.warn({ signal }, 'third signal during shutdown: exiting now; Postgres and browsers may be left running (the next start stops a leftover Postgres)');
       process.exit(1);
+    }
+    if (verdict === 'hurry') {
+      log.warn({ signal }, 'second signal during shutdown: cutting open requests now and finishing the cleanup (a third signal exits at once)');
+      state.service?.hurry();
+      return;
     }
     state.stopRequested = signal;
     if (state.service) shutdown(state.service, signal);
