@@ -10,6 +10,7 @@ import { extensionConfigFields } from './modules/extensions/settings.js';
 import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/pool.js';
 import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
 import { describeVariables } from './cli.js';
+import { LOG_FORMATS } from './logger.js';
 
 /**
  * Every setting the service reads, as one zod schema over the environment.
@@ -235,6 +236,10 @@ export const configSchema = z.object({
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')
     .describe('pino log level'),
+  BROWSERPLANE_LOG_FORMAT: z
+    .enum(LOG_FORMATS)
+    .default('auto')
+    .describe('Log output: json (one JSON object a line), pretty (readable, coloured), or auto: pretty when stdout is a terminal, else json'),
 });
 
 export type Config = z.output<typeof configSchema> & {

@@ -20,7 +20,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const log = createLogger(config.LOG_LEVEL);
+  const log = createLogger(config.LOG_LEVEL, undefined, config.BROWSERPLANE_LOG_FORMAT);
   installOutboundDispatcher();
 
   // The handlers go in before start-up: a supervisor may signal as soon as the listening
