@@ -2,6 +2,7 @@
 import { applyCliArgs, packageVersion } from './cli.js';
 import { ConfigError, configHelp, parseConfig } from './config.js';
 import { installOutboundDispatcher } from './http/outbound.js';
+import { DataDirUnreachableError } from './db/postgres-user.js';
 import { createLogger } from './logger.js';
 import { startService, type RunningService } from './service.js';
 import { signalPolicy } from './shutdown-signals.js';
@@ -71,6 +72,10 @@ function exitWhenIdle(code: number): void {
 }
 
 main().catch((error: unknown) => {
+  if (error instanceof DataDirUnreachableError) {
+    process.stderr.write(`browserplane cannot start: ${error.message}\n`);
+    process.exit(1);
+  }
   process.stderr.write(`browserplane failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exit(1);
 });

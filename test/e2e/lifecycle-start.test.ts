@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { chmod, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { AuthenticationError, PermissionDeniedError } from '@onkernel/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -159,6 +159,19 @@ describe('command line', () => {
     expect(result.stderr).not.toMatch(/\bat .*\.js:\d+/); // a message, not a stack trace
     expect(result.stdout).toBe('');
     expect(existsSync(dataDir)).toBe(false);
+  });
+
+  it.runIf(process.getuid?.() === 0)('as root with a data dir the Postgres user cannot enter (a checkout under /root) says what to run, without a stack trace', async () => {
+    const parent = await createDataDir();
+    await chmod(parent, 0o700); // as /root is
+    const dataDir = path.join(parent, 'checkout', '.data');
+
+    const result = await runMain([], { BROWSERPLANE_DATA_DIR: dataDir });
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(new RegExp(`^browserplane cannot start: The embedded Postgres runs as user "\\w+", which cannot enter ${parent}`));
+    expect(result.stderr).toContain('BROWSERPLANE_DATA_DIR=/var/lib/browserplane make run');
+    expect(result.stderr).not.toMatch(/\bat .*\.js:\d+/);
   });
 
   it('does not echo an invalid BROWSERPLANE_API_KEY in its error', async () => {
