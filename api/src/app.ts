@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import express, { type Express } from 'express';
 import { pinoHttp } from 'pino-http';
+import { accessLogOptions, loggablePath } from './http/access-log.js';
 import type { AppDeps } from './app-deps.js';
 import type { AppServices } from './app-services.js';
 import { errorMiddleware } from './http/error-middleware.js';
@@ -66,11 +67,12 @@ export function buildApp(deps: AppDeps, services: AppServices): BuiltApp {
         req: (req: IncomingMessage & { id?: unknown }) => ({
           id: req.id,
           method: req.method,
-          path: (req.url ?? '').split('?')[0],
+          path: loggablePath(req.url),
         }),
         res: (res: { statusCode: number }) => ({ statusCode: res.statusCode }),
       },
-      customLogLevel: (_req, res, error) => (error || res.statusCode >= 500 ? 'error' : res.statusCode >= 400 ? 'info' : 'debug'),
+      // One line per request at info (health probes at debug): http/access-log.ts.
+      ...accessLogOptions(),
     }),
   );
   app.use(metrics.middleware);

@@ -10,6 +10,8 @@ import { credentialProviderFields } from './config-credential-providers.js';
 import { extensionConfigFields } from './modules/extensions/settings.js';
 import { DEFAULT_DATABASE_TIMEOUTS, type DatabaseTimeouts } from './db/pool.js';
 import { DEFAULT_RESTART_POLICY } from './db/postgres-supervisor.js';
+import { describeVariables } from './cli.js';
+import { LOG_FORMATS } from './logger.js';
 
 /**
  * Every setting the service reads, as one zod schema over the environment.
@@ -243,6 +245,10 @@ export const configSchema = z.object({
     .enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
     .default('info')
     .describe('pino log level'),
+  BROWSERPLANE_LOG_FORMAT: z
+    .enum(LOG_FORMATS)
+    .default('auto')
+    .describe('Log output: json (one JSON object a line), pretty (readable, coloured), or auto: pretty when stdout is a terminal, else json'),
 });
 
 export type Config = z.output<typeof configSchema> & {
@@ -317,20 +323,11 @@ function describeExpected(name: string): string {
 
 /** The text `--help` prints: every variable with its default and meaning. */
 export function configHelp(): string {
-  const lines = [
-    'Usage: browserplane [--help]',
+  return [
+    'Usage: browserplane [--help | --version]',
     '',
     'Starts the Browserplane API in embedded mode. Configuration comes from the environment:',
     '',
-  ];
-  const json = z.toJSONSchema(configSchema, { io: 'input', unrepresentable: 'any' }) as {
-    properties: Record<string, { default?: unknown }>;
-  };
-  for (const [name, field] of Object.entries(configSchema.shape)) {
-    const def = json.properties[name]?.default;
-    const shownDefault = def === undefined ? '(unset)' : typeof def === 'string' ? def : JSON.stringify(def);
-    lines.push(`  ${name.padEnd(42)} default: ${shownDefault}`);
-    lines.push(`  ${''.padEnd(42)} ${field.description ?? ''}`);
-  }
-  return lines.join('\n');
+    ...describeVariables(configSchema),
+  ].join('\n');
 }

@@ -6,6 +6,8 @@
  */
 export type { AppDeps } from './app-deps.js';
 export { composeAppDeps } from './compose.js';
+export { applyCliArgs, describeVariables, packageVersion } from './cli.js';
+export { signalPolicy } from './shutdown-signals.js';
 export { agentFsEnv, browserFsLimitFields, databaseTimeouts, parseConfig, type Config } from './config.js';
 export { decodeKey, loadEncryptionKey } from './crypto/sealer.js';
 export { createPool, type Db, type Queryable } from './db/pool.js';

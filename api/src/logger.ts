@@ -1,4 +1,5 @@
 import { pino, type Logger } from 'pino';
+import pinoPretty from 'pino-pretty';
 
 /**
  * Paths pino blanks out wherever they appear. Keys and secrets must never reach a log
@@ -17,9 +18,26 @@ export const REDACTED_PATHS = [
   'apiKey',
   'key',
   'password',
+  'secret',
+  'token',
 ];
 
-export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
+/** BROWSERPLANE_LOG_FORMAT: JSON lines for machines, pino-pretty for a person, or pick by whether stdout is a terminal. */
+export const LOG_FORMATS = ['auto', 'json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+/** Pretty on a terminal, JSON anywhere else (a pipe, a file, a container's log). */
+export function resolveLogFormat(format: LogFormat, stdoutIsTty: boolean): 'json' | 'pretty' {
+  return format === 'auto' ? (stdoutIsTty ? 'pretty' : 'json') : format;
+}
+
+/**
+ * The process's logger. Without a destination it writes to stdout, pretty-printed when
+ * `format` says so (in process and synchronously, so the last lines before an exit are
+ * not lost; redaction happens before the printer sees a line).
+ */
+export function createLogger(level: string, destination?: pino.DestinationStream, format: LogFormat = 'auto'): Logger {
+  const pretty = destination === undefined && resolveLogFormat(format, process.stdout.isTTY === true) === 'pretty';
   return pino(
     {
       level,
@@ -28,6 +46,6 @@ export function createLogger(level: string, destination?: pino.DestinationStream
       timestamp: pino.stdTimeFunctions.isoTime,
       formatters: { level: (label) => ({ level: label }) },
     },
-    destination,
+    pretty ? pinoPretty({ colorize: true, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service' }) : destination,
   );
 }

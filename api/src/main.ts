@@ -1,15 +1,15 @@
 #!/usr/bin/env node
+import { applyCliArgs, packageVersion } from './cli.js';
 import { ConfigError, configHelp, parseConfig } from './config.js';
 import { installOutboundDispatcher } from './http/outbound.js';
+import { DataDirUnreachableError } from './db/postgres-user.js';
 import { createLogger } from './logger.js';
 import { startService, type RunningService } from './service.js';
+import { signalPolicy } from './shutdown-signals.js';
 
 /** The composition root: configuration is parsed here and nowhere else. */
 async function main(): Promise<void> {
-  if (process.argv.includes('--help') || process.argv.includes('-h')) {
-    process.stdout.write(configHelp() + '\n');
-    return;
-  }
+  if (!applyCliArgs(process.argv.slice(2), { program: 'browserplane', help: configHelp, version: packageVersion })) return;
   let config;
   try {
     config = parseConfig(process.env);
@@ -21,7 +21,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const log = createLogger(config.LOG_LEVEL);
+  const log = createLogger(config.LOG_LEVEL, undefined, config.BROWSERPLANE_LOG_FORMAT);
   installOutboundDispatcher();
 
   // The handlers go in before start-up: a supervisor may signal as soon as the listening
@@ -36,10 +36,18 @@ async function main(): Promise<void> {
       },
     );
   };
+  const verdictOf = signalPolicy();
   const onSignal = (signal: NodeJS.Signals) => {
-    if (state.stopRequested) {
-      log.warn({ signal }, 'second signal during shutdown: exiting now');
+    const verdict = verdictOf(signal);
+    if (verdict === 'repeat') return; // the same stop delivered twice (make forwards the group's SIGTERM)
+    if (verdict === 'abandon') {
+      log.warn({ signal }, 'third signal during shutdown: exiting now; Postgres and browsers may be left running (the next start stops a leftover Postgres)');
       process.exit(1);
+    }
+    if (verdict === 'hurry') {
+      log.warn({ signal }, 'second signal during shutdown: cutting open requests now and finishing the cleanup (a third signal exits at once)');
+      state.service?.hurry();
+      return;
     }
     state.stopRequested = signal;
     if (state.service) shutdown(state.service, signal);
@@ -64,6 +72,10 @@ function exitWhenIdle(code: number): void {
 }
 
 main().catch((error: unknown) => {
+  if (error instanceof DataDirUnreachableError) {
+    process.stderr.write(`browserplane cannot start: ${error.message}\n`);
+    process.exit(1);
+  }
   process.stderr.write(`browserplane failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
   process.exit(1);
 });

@@ -33,6 +33,8 @@ const BROWSER_STOP_GRACE_MS = 5000;
 export interface RunningService {
   url: string;
   stop(reason: string): Promise<void>;
+  /** During a stop: cut the requests still open now instead of at the deadline; the cleanup goes on. */
+  hurry(): void;
 }
 
 /**
@@ -100,9 +102,12 @@ export async function startService(config: Config, log: Logger): Promise<Running
     const background = await startBackground(deps, services, cdpProxy.connections, { reaper: {}, pools: {}, jobs: {}, spares: {}, auditRetention: {}, telemetryRetention: {} });
     log.info({ url, dataDir: config.dataDir, embeddedPostgres: Boolean(embedded) }, 'browserplane listening');
 
+    const hurried = new AbortController();
     return {
       url,
+      hurry: () => hurried.abort(),
       async stop(reason) {
+        await announceShutdown(runtime, browsers.kubernetes, Boolean(embedded), log);
         const writers = await liveProfileWriters(deps);
         log.info({ reason, profile_writers: writers.length }, 'shutting down: draining requests');
         lifecycle.draining = true;
@@ -121,7 +126,7 @@ export async function startService(config: Config, log: Logger): Promise<Running
         // Recordings and profiles reach this server by HTTP: both are handed over before it stops listening.
         if (!browsers.kubernetes) await finishLiveRecordings(deps);
         await closeProfileWriters(deps, writers);
-        await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log);
+        await drain(server, config.BROWSERPLANE_SHUTDOWN_TIMEOUT_MS, log, hurried.signal);
         await poolsAndFlowsStopped;
         await runsStopped;
         await buildsStopped;
@@ -215,18 +220,34 @@ function listen(app: Express, port: number, host: string): Promise<Server> {
   });
 }
 
-/** Stops accepting, lets in-flight requests finish, and cuts whatever is left at the deadline. */
-async function drain(server: Server, timeoutMs: number, log: Logger): Promise<void> {
+/**
+ * Stops accepting, lets in-flight requests finish, and cuts whatever is left at the
+ * deadline, or at once when `hurry` fires (a second signal).
+ */
+async function drain(server: Server, timeoutMs: number, log: Logger, hurry: AbortSignal): Promise<void> {
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   server.closeIdleConnections();
   // Until here the listener took connections (recordings and profiles were handed over through it; /readyz said 503).
   log.info({ timeoutMs }, 'shutting down: listener closed, waiting for requests in flight');
-  const deadline = setTimeout(() => {
-    log.warn({ timeoutMs }, 'requests still open at the shutdown deadline; closing them');
+  const cut = (message: string) => {
+    log.warn({ timeoutMs }, message);
     server.closeAllConnections();
-  }, timeoutMs);
+  };
+  const deadline = setTimeout(() => cut('requests still open at the shutdown deadline; closing them'), timeoutMs);
+  const onHurry = () => cut('requests still open at a second signal; closing them');
+  if (hurry.aborted) onHurry();
+  else hurry.addEventListener('abort', onHurry, { once: true });
   await closed;
   clearTimeout(deadline);
+  hurry.removeEventListener('abort', onHurry);
+}
+
+/** One line saying what the stop will take down, so a person watching knows why it takes a while. */
+async function announceShutdown(runtime: BrowserRuntime, kubernetes: boolean, embeddedPostgres: boolean, log: Logger): Promise<void> {
+  // In Kubernetes mode the browsers carry on; only local ones are stopped.
+  const count = kubernetes ? 0 : (await runtime.list().catch(() => [])).length;
+  const parts = [`${count} browser${count === 1 ? '' : 's'}`, ...(embeddedPostgres ? ['embedded postgres'] : [])];
+  log.info({ browsers: count, embeddedPostgres }, `shutting down: ${parts.join(', ')}`);
 }
 
 /** The one time the generated key is shown; it goes to the terminal, never to the log. */

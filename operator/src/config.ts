@@ -2,6 +2,7 @@ import os from 'node:os';
 import { z } from 'zod';
 import { browserFsLimitFields } from '../../api/src/index.js';
 import { decodeKey } from '../../api/src/index.js';
+import { describeVariables } from '../../api/src/index.js';
 import { jsonOf, podPlacementFields } from '../../contract/placement.js';
 
 /**
@@ -73,4 +74,15 @@ export function parseOperatorConfig(env: NodeJS.ProcessEnv): OperatorConfig {
   // Values are not echoed: BROWSERPLANE_BROWSER_POD is harmless, but a habit of not
   // printing the environment is cheaper than remembering which variable is.
   throw new OperatorConfigError(result.error.issues.map((issue) => `${issue.path.join('.') || '(environment)'}: ${issue.message}`));
+}
+
+/** The text the operator's `--help` prints: every variable with its default and meaning. */
+export function operatorHelp(): string {
+  return [
+    'Usage: browserplane-operator [--help | --version]',
+    '',
+    'Runs the Browserplane operator (leader-elected controllers). Configuration comes from the environment:',
+    '',
+    ...describeVariables(operatorConfigSchema),
+  ].join('\n');
 }

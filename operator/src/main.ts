@@ -16,7 +16,8 @@ import type { Logger } from 'pino';
 import { agentFsEnv } from '../../api/src/index.js';
 import { installOutboundDispatcher } from '../../api/src/index.js';
 import { createLogger } from '../../api/src/index.js';
-import { OperatorConfigError, parseOperatorConfig, type OperatorConfig } from './config.js';
+import { applyCliArgs, packageVersion, signalPolicy } from '../../api/src/index.js';
+import { OperatorConfigError, operatorHelp, parseOperatorConfig, type OperatorConfig } from './config.js';
 import { LeaderElector } from './k8s/leader-election.js';
 import { kubernetesLeaseStore } from './k8s/lease-store.js';
 import type { AppDeps } from '../../api/src/index.js';
@@ -45,6 +46,7 @@ interface OperatorState {
 const DRAIN_TIMEOUT_MS = 15_000;
 
 async function main(): Promise<void> {
+  if (!applyCliArgs(process.argv.slice(2), { program: 'browserplane-operator', help: operatorHelp, version: packageVersion })) return;
   let config: OperatorConfig;
   try {
     config = parseOperatorConfig(process.env);
@@ -72,10 +74,18 @@ async function main(): Promise<void> {
   log.info({ port: (health.address() as AddressInfo).port, namespace: config.POD_NAMESPACE, lease: config.BROWSERPLANE_OPERATOR_LEASE }, 'operator started; campaigning');
 
   const stop = new AbortController();
+  // As the API's (api/src/shutdown-signals.ts): a copy forwarded by make or a second
+  // signal lets the drain finish (the Lease is released); only a third exits at once.
+  const verdictOf = signalPolicy();
   const onSignal = (signal: NodeJS.Signals) => {
-    if (stop.signal.aborted) {
-      log.warn({ signal }, 'second signal during shutdown: exiting now');
+    const verdict = verdictOf(signal);
+    if (verdict === 'abandon') {
+      log.warn({ signal }, 'third signal during shutdown: exiting now');
       process.exit(1);
+    }
+    if (verdict !== 'stop') {
+      if (verdict === 'hurry') log.warn({ signal }, 'second signal during shutdown: still draining (a third signal exits at once)');
+      return;
     }
     log.info({ signal }, 'stopping');
     state.stopping = true;

@@ -127,16 +127,34 @@ describe('graceful shutdown', () => {
     expectCleanStop(service, 'SIGTERM');
   });
 
-  it('on a second signal during the drain exits 1 at once; the next start recovers', async () => {
+  it('on a second signal during the drain cuts the open request but still stops Postgres and exits 0', async () => {
+    const service = await startService();
+    const held = await requestInFlight(service, JSON.stringify({ name: unique('cut') }));
+    const cut = new Promise<void>((resolve) => held.socket.once('close', () => resolve()));
+    process.kill(service.pid, 'SIGTERM');
+    await service.waitForLog((line) => line.msg === 'shutting down: listener closed, waiting for requests in flight', 10_000);
+
+    process.kill(service.pid, 'SIGINT');
+
+    await cut;
+    expect(await service.exited).toEqual({ code: 0, signal: null });
+    expect(service.logs().find((line) => line.msg.startsWith('second signal during shutdown'))).toMatchObject({ signal: 'SIGINT', level: 'warn' });
+    expect(messages(service)).toContain('requests still open at a second signal; closing them');
+    expectCleanStop(service, 'SIGTERM');
+  });
+
+  it('on a third signal exits 1 at once; the next start recovers', async () => {
     const service = await startService();
     const held = await requestInFlight(service, JSON.stringify({ name: unique('abandoned') }));
     process.kill(service.pid, 'SIGTERM');
     await service.waitForLog((line) => line.msg === 'shutting down: draining requests', 10_000);
 
     process.kill(service.pid, 'SIGINT');
+    await service.waitForLog((line) => line.msg.startsWith('second signal during shutdown'), 10_000);
+    process.kill(service.pid, 'SIGTERM');
 
     expect(await service.exited).toEqual({ code: 1, signal: null });
-    expect(service.logs().find((line) => line.msg === 'second signal during shutdown: exiting now')).toMatchObject({ signal: 'SIGINT' });
+    expect(service.logs().find((line) => line.msg.startsWith('third signal during shutdown: exiting now'))).toMatchObject({ signal: 'SIGTERM' });
     held.socket.destroy();
     const next = await startService({ dataDir: service.dataDir });
     await expect(next.client(service.adminKey).organization.limits.retrieve()).resolves.toBeDefined();

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { readFile, stat } from 'node:fs/promises';
+import { chmod, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { AuthenticationError, PermissionDeniedError } from '@onkernel/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { configSchema } from '../../api/src/config.js';
 import { unique } from './support/sdk.js';
-import { cleanupServices, collect, createDataDir, runMain, startService, type RunningService } from '../support/service.js';
+import { cleanupServices, collect, createDataDir, OPERATOR_MAIN_JS, runMain, startService, type RunningService } from '../support/service.js';
 
 const messages = (service: RunningService) => service.logs().map((line) => line.msg);
 
@@ -119,6 +119,34 @@ describe('command line', () => {
     }
   });
 
+  it.each([
+    ['API', undefined],
+    ['operator', OPERATOR_MAIN_JS],
+  ])('the %s prints package.json\'s version with --version and exits 0', async (_name, entry) => {
+    const { version } = JSON.parse(await readFile(path.join(import.meta.dirname, '../../package.json'), 'utf8')) as { version: string };
+
+    const result = await runMain(['--version'], {}, entry);
+
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(`${version}\n`);
+  });
+
+  it.each([
+    ['API', undefined, /^Usage: browserplane \[/m],
+    ['operator', OPERATOR_MAIN_JS, /^Usage: browserplane-operator \[/m],
+  ])('the %s refuses an unknown flag with exit 2, a line naming it and the usage, and starts nothing', async (_name, entry, usage) => {
+    const parent = await createDataDir();
+    const dataDir = path.join(parent, 'never-created');
+
+    const result = await runMain(['--prot=9000'], { BROWSERPLANE_DATA_DIR: dataDir }, entry);
+
+    expect(result.code).toBe(2);
+    expect(result.stderr.split('\n')[0]).toContain('unknown option "--prot=9000"');
+    expect(result.stderr).toMatch(usage);
+    expect(result.stdout).toBe('');
+    expect(existsSync(dataDir)).toBe(false);
+  });
+
   it('reports every invalid variable together and exits 2 without starting anything', async () => {
     const parent = await createDataDir();
     const dataDir = path.join(parent, 'never-created');
@@ -131,6 +159,19 @@ describe('command line', () => {
     expect(result.stderr).not.toMatch(/\bat .*\.js:\d+/); // a message, not a stack trace
     expect(result.stdout).toBe('');
     expect(existsSync(dataDir)).toBe(false);
+  });
+
+  it.runIf(process.getuid?.() === 0)('as root with a data dir the Postgres user cannot enter (a checkout under /root) says what to run, without a stack trace', async () => {
+    const parent = await createDataDir();
+    await chmod(parent, 0o700); // as /root is
+    const dataDir = path.join(parent, 'checkout', '.data');
+
+    const result = await runMain([], { BROWSERPLANE_DATA_DIR: dataDir });
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(new RegExp(`^browserplane cannot start: The embedded Postgres runs as user "\\w+", which cannot enter ${parent}`));
+    expect(result.stderr).toContain('BROWSERPLANE_DATA_DIR=/var/lib/browserplane make run');
+    expect(result.stderr).not.toMatch(/\bat .*\.js:\d+/);
   });
 
   it('does not echo an invalid BROWSERPLANE_API_KEY in its error', async () => {

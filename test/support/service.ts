@@ -22,6 +22,7 @@ import { eventually } from './eventually.js';
 
 export const REPO_ROOT = repoRoot();
 export const MAIN_JS = path.join(REPO_ROOT, 'dist/api/src/main.js');
+export const OPERATOR_MAIN_JS = path.join(REPO_ROOT, 'dist/operator/src/main.js');
 export const LISTENING_MSG = 'browserplane listening';
 const START_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 30_000;
@@ -262,11 +263,11 @@ export async function collect<T>(items: AsyncIterable<T>): Promise<T[]> {
   return out;
 }
 
-/** Runs the built entry point to completion (for --help and config errors). */
-export function runMain(args: string[], env: Record<string, string | undefined> = {}): Promise<Exit & { stdout: string; stderr: string }> {
+/** Runs the built entry point (the API's unless told) to completion (for --help and config errors). */
+export function runMain(args: string[], env: Record<string, string | undefined> = {}, entry = MAIN_JS): Promise<Exit & { stdout: string; stderr: string }> {
   checkDistOnce();
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN_JS, ...args], { cwd: REPO_ROOT, env: childEnv({}, env), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [entry, ...args], { cwd: REPO_ROOT, env: childEnv({}, env), stdio: ['ignore', 'pipe', 'pipe'] });
     const tracked: Tracked = { child, exited: new Promise((r) => child.once('close', (code, signal) => r({ code, signal }))) };
     children.add(tracked);
     let stdout = '';

@@ -78,10 +78,22 @@ export async function prepareDataDir(dataDir: string, owner: RunAs): Promise<voi
   const info = await stat(dataDir);
   if ((info.mode & 0o001) === 0) await chmod(dataDir, (info.mode & 0o777) | 0o711);
   const blocked = await firstBlockedDir(path.dirname(dataDir), owner);
-  if (blocked) {
-    throw new Error(
-      `Postgres runs as user "${owner.name}", which cannot enter ${blocked}. ` +
-        'Choose a BROWSERPLANE_DATA_DIR outside it (for example under /var/lib or /tmp), or set DATABASE_URL.',
+  if (blocked) throw new DataDirUnreachableError(owner.name, blocked, dataDir);
+}
+
+/**
+ * The embedded Postgres cannot reach the data dir: typically a checkout under /root run
+ * as root (Postgres refuses to run as root, so it runs as its own user, which may not
+ * enter /root). Said as the first and only error, with what to run instead.
+ */
+export class DataDirUnreachableError extends Error {
+  constructor(user: string, blocked: string, dataDir: string) {
+    super(
+      `The embedded Postgres runs as user "${user}", which cannot enter ${blocked}, so it cannot use the data dir ${dataDir}.\n` +
+        'Give it a data dir that user can reach, for example:\n' +
+        '  mkdir -p /var/lib/browserplane && BROWSERPLANE_DATA_DIR=/var/lib/browserplane make run\n' +
+        '(or BROWSERPLANE_DATA_DIR=/var/lib/browserplane node dist/api/src/main.js), or set DATABASE_URL to a Postgres of your own.',
     );
+    this.name = 'DataDirUnreachableError';
   }
 }
