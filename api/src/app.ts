@@ -14,10 +14,11 @@ import { mountRoutes } from './http/router.js';
 import { healthRoutes, type Lifecycle } from './modules/health/routes.js';
 import { INTERNAL_APP_JOBS, INTERNAL_APP_JOBS_MAX_BODY_BYTES } from './modules/apps/internal-wire.js';
 import { apiModules } from './modules/registry.js';
+import { API_VERSION } from './version.js';
 import { recordBrowserApiCalls } from './modules/browser-telemetry/index.js';
 import { publicWsBase } from './modules/browsers/index.js';
 
-export const API_VERSION = '0.1.0';
+export { API_VERSION };
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 

@@ -12,6 +12,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** replay_view_url's page and video: authorised by their token, not a key. */
 const REPLAY_VIEW = ['/replays/{replay_id}/view', '/replays/{replay_id}/video'];
 const PUBLIC_PATHS = ['/healthz', '/readyz', '/health', '/status', '/metrics', '/openapi.json', '/browsers/{session_id}/live', '/live-view/{path}', ...REPLAY_VIEW,
+  // The home page, the API reference and their files (modules/home).
+  '/', '/docs', '/ui-assets/{file}',
   // The hosted login page: authorised by its handoff code and page-session cookie.
   '/auth/hosted/{flow_id}', '/auth/hosted-assets/{file}', '/auth/hosted/{flow_id}/session', '/auth/hosted/{flow_id}/state',
   '/auth/hosted/{flow_id}/submit', '/auth/hosted/{flow_id}/events'];
