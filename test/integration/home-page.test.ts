@@ -2,27 +2,42 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_VERSION } from '../../api/src/version.js';
 import { startTestApp, type TestApp } from '../support/test-app.js';
+import { FakeAgent, FakeRuntime, useRuntime } from './browsers.fixtures.js';
 
 /**
  * GET / and /docs: pages for people, without a key. The home page holds no tenant data
  * (it lists a project's sessions and pools only with a key pasted into it); /docs renders
  * /openapi.json with Redoc served from node_modules. Both in a real Chromium, watching
  * every request the page makes: none may leave this service.
+ *
+ * Fake: the browsers behind listed sessions are browsers.fixtures' FakeAgent; the page
+ * lists the API's answers, and a real Chromium per session would only slow this down.
  */
 
 const CHROMIUM_ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-quic'];
 
 let app: TestApp;
 let browser: Browser;
+let agent: FakeAgent;
 
 beforeAll(async () => {
   app = await startTestApp();
+  agent = new FakeAgent();
+  useRuntime(app, new FakeRuntime(await agent.listen()));
   browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS });
 });
 afterAll(async () => {
   await browser?.close();
   await app?.close();
+  await agent?.close();
 });
+
+/** Pastes a key into the home page and waits for its lists (or its refusal). */
+async function showWithKey(page: Page, key: string): Promise<void> {
+  await page.fill('#key', key);
+  await page.click('button[type=submit]');
+  await page.locator('#status:not(:text("Loading…"))').waitFor();
+}
 
 /** The key the page keeps in this tab's sessionStorage (the test's tsconfig has no DOM types). */
 const storedKey = (page: Page) => page.evaluate('sessionStorage.getItem("browserplane.apiKey")');
@@ -82,6 +97,27 @@ describe('GET /', () => {
     expect(offOrigin(requests)).toEqual([]);
     expect(consoleErrors.filter((text) => !text.includes('401'))).toEqual([]);
     await page.close();
+  });
+});
+
+describe('GET / with a key', () => {
+  it('lists that key’s live sessions with their live view links; another org’s key sees none of them', async () => {
+    const created = await app.tenant.http.post<{ session_id: string; browser_live_view_url: string }>('/browsers', { headless: false });
+    expect(created.status).toBe(200);
+    const { page, requests } = await watchedPage();
+    await page.goto(`${app.url}/`);
+    await showWithKey(page, app.tenant.adminKey);
+    const row = page.locator('#sessions tbody tr', { hasText: created.body.session_id });
+    await row.waitFor();
+    expect(await row.locator('a').getAttribute('href')).toBe(created.body.browser_live_view_url);
+
+    const other = await app.newTenant('home-page-other');
+    await showWithKey(page, other.adminKey);
+    await page.locator('#sessions td.empty', { hasText: 'No live session' }).waitFor();
+    expect(await page.content()).not.toContain(created.body.session_id);
+    expect(offOrigin(requests)).toEqual([]);
+    await page.close();
+    expect((await app.tenant.http.delete(`/browsers/${created.body.session_id}`)).status).toBeLessThan(300);
   });
 });
 
