@@ -15,9 +15,11 @@ import { mountRoutes } from './http/router.js';
 import { healthRoutes, type Lifecycle } from './modules/health/routes.js';
 import { INTERNAL_APP_JOBS, INTERNAL_APP_JOBS_MAX_BODY_BYTES } from './modules/apps/internal-wire.js';
 import { apiModules } from './modules/registry.js';
+import { API_VERSION } from './version.js';
 import { recordBrowserApiCalls } from './modules/browser-telemetry/index.js';
+import { publicWsBase } from './modules/browsers/index.js';
 
-export const API_VERSION = '0.1.0';
+export { API_VERSION };
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -25,6 +27,15 @@ export interface BuiltApp {
   app: Express;
   routes: RouteDef[];
   lifecycle: Lifecycle;
+}
+
+/**
+ * The document with its `servers`: this service as the caller reached it (BROWSERPLANE_PUBLIC_URL
+ * when set, else the request's validated Host), so a generated client or /docs needs no edit.
+ */
+function withServer(doc: ReturnType<typeof buildOpenApiDocument>, url: string): object {
+  const { openapi: version, info, ...rest } = doc;
+  return { openapi: version, info, servers: [{ url, description: 'This service' }], ...rest };
 }
 
 /** The HTTP app for the given dependencies; no listening, no global state. */
@@ -46,7 +57,7 @@ export function buildApp(deps: AppDeps, services: AppServices): BuiltApp {
     ...healthRoutes(deps, {
       lifecycle,
       metricsText: async () => ({ contentType: metrics.registry.contentType, body: await metrics.registry.metrics() }),
-      openapi: () => openapi,
+      openapi: (req) => withServer(openapi, publicWsBase(deps, req).replace(/^ws/, 'http')),
     }),
     ...apiModules.flatMap((module) => module.routes(deps, services)),
   );

@@ -12,6 +12,7 @@ import { browserTelemetryModule } from './browser-telemetry/module.js';
 import { credentialProvidersModule } from './credential-providers/module.js';
 import { credentialsModule } from './credentials/module.js';
 import { extensionsModule } from './extensions/module.js';
+import { homeRoutes } from './home/routes.js';
 import { invocationsModule } from './invocations/module.js';
 import { profilesModule } from './profiles/module.js';
 import { projectRoutes } from './projects/routes.js';
@@ -39,6 +40,7 @@ export const apiModules: ApiModule[] = [
   browserTelemetryModule,
   credentialProvidersModule,
   extensionsModule,
+  { name: 'home', routes: () => homeRoutes() },
 ];
 
 export const allProjectResources = (): ProjectResourceCounter[] => apiModules.flatMap((m) => m.projectResources ?? []);

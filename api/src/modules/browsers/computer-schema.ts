@@ -28,7 +28,12 @@ export const moveMouseBody = z.strictObject({
   hold_keys: holdKeys,
 });
 
-const pathPoint = z.tuple([coordinate('X'), coordinate('Y')]);
+// [x, y] as an array of exactly two, not z.tuple: a tuple is published as prefixItems with
+// `items: false`, which openapi-python-client (and spectral's oas rules) refuse.
+const pathPoint = z
+  .array(z.number().min(0).describe('X, then Y coordinate on the display, in pixels'))
+  .length(2)
+  .describe('An [x, y] point on the display, in pixels');
 
 export const dragMouseBody = z.strictObject({
   path: z.array(pathPoint).min(2).max(1000).describe('[x, y] points the pointer passes through, button held'),

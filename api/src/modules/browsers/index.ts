@@ -7,3 +7,4 @@ export { getSession } from './service.js';
 export { createCdpTokens, type CdpTokens, type TokenCheck } from './cdp-token.js';
 export { browserIdParams } from './schema.js';
 export { TELEMETRY_INGEST_PATH } from './telemetry-door.js';
+export { publicWsBase } from './present.js';

@@ -3,6 +3,7 @@ import type { AppDeps } from '../../app-deps.js';
 import type { AppServices } from '../../app-services.js';
 import { paginationResponseHeaders } from '../../http/pagination.js';
 import { defineRoute, json, noContent, type RouteDef } from '../../http/route.js';
+import { errorSchema } from '../../http/schemas.js';
 import { errorResponses } from '../../http/standard-responses.js';
 import { projectScopeOf } from '../../scope.js';
 import type { BrowserRuntime } from '../../../../contract/browser-runtime.js';
@@ -59,6 +60,8 @@ export function browserRoutes(appDeps: AppDeps, services: AppServices, options: 
       responses: {
         200: { description: 'The running session', schema: browserSessionSchema },
         ...errorResponses(400, 404, 409, 429),
+        502: { description: 'browser_launch_failed: the browser could not be started; the session is deleted', schema: errorSchema },
+        504: { description: 'browser_launch_timeout: the browser was not ready in time; the session is deleted', schema: errorSchema },
       },
       // A browser an app's run creates with its own key belongs to that invocation (deleted when it ends).
       handler: async ({ body, auth, req }) => {

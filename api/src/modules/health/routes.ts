@@ -1,3 +1,4 @@
+import type { Request } from 'express';
 import { z } from 'zod';
 import type { AppDeps } from '../../app-deps.js';
 import { AppError } from '../../http/errors.js';
@@ -69,7 +70,7 @@ function liveness(deps: AppDeps): RouteResult {
 
 export function healthRoutes(
   deps: AppDeps,
-  extra: { lifecycle: Lifecycle; metricsText: () => Promise<{ contentType: string; body: string }>; openapi: () => unknown },
+  extra: { lifecycle: Lifecycle; metricsText: () => Promise<{ contentType: string; body: string }>; openapi: (req: Request) => unknown },
 ): RouteDef[] {
   return [
     ...['/healthz', '/health'].map((path) =>
@@ -146,7 +147,7 @@ export function healthRoutes(
       tags,
       auth: 'public',
       responses: { 200: { description: 'The document', schema: z.object({}).passthrough() } },
-      handler: () => json(extra.openapi()),
+      handler: ({ req }) => json(extra.openapi(req)),
     }),
   ];
 }

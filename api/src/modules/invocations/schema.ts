@@ -72,7 +72,7 @@ export const listInvocationsQuery = z.object({
   action_name: lookupText.optional().describe('Only this action'),
   version: lookupText.optional().describe('Only this application version'),
   deployment_id: lookupText.optional().describe('Only invocations of this deployment'),
-  status: status.optional(),
+  status: status.optional().describe('Only invocations in this state: queued, running, succeeded or failed'),
   since: sinceQuery
     .optional()
     .describe('Only invocations started at or after this instant: RFC 3339 timestamp or a duration back from now (30s, 5m, 2h, 1d)'),

@@ -90,7 +90,7 @@ export function hostedPageRoutes(deps: AppDeps): RouteDef[] {
       summary: 'Script and style of the hosted login page',
       tags,
       auth: 'public',
-      params: z.object({ file: lookupText }),
+      params: z.object({ file: lookupText.describe('The file: hosted.js or hosted.css') }),
       responses: { 200: { description: 'The file', schema: z.string(), contentType: ['text/javascript', 'text/css'] }, ...errorResponses(404) },
       handler: ({ params: p, res }) => {
         const asset = HOSTED_ASSETS[p.file];
