@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { parseAllowedNetworks } from '../../contract/egress.js';
 import { appJobFields } from './config-app-jobs.js';
 import { replayFields } from './config-replays.js';
+import { storageFields } from './config-storage.js';
 import { auditLogFields } from './config-audit-logs.js';
 import { telemetryFields } from './config-telemetry.js';
 import { credentialProviderFields } from './config-credential-providers.js';
@@ -200,6 +201,7 @@ export const configSchema = z.object({
   ...browserFsLimitFields,
   ...appJobFields,
   ...replayFields,
+  ...storageFields,
   ...auditLogFields,
   ...telemetryFields,
   ...credentialProviderFields,
