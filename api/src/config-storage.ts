@@ -27,7 +27,7 @@ export const storageFields = {
   BROWSERPLANE_S3_PREFIX: z
     .string()
     .default('browserplane/')
-    .pipe(z.string().max(200).regex(/^([A-Za-z0-9._-]+\/)*$/, 'empty or path segments each ending in /'))
+    .pipe(z.string().max(200).regex(/^([A-Za-z0-9_-][A-Za-z0-9._-]*\/)*$/, 'empty or path segments (not starting with a dot) each ending in /'))
     .describe('With BROWSERPLANE_STORE=s3: the key prefix everything is stored under (profiles/… and replays/… follow it)'),
   BROWSERPLANE_S3_FORCE_PATH_STYLE: z
     .enum(['true', 'false'])
