@@ -3,7 +3,6 @@
  * module so that the operator, whose GitOps reconcilers work through the API's modules,
  * composes them without loading the HTTP app (express, routes) it never serves.
  */
-import path from 'node:path';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { BrowserRuntime } from '../../contract/browser-runtime.js';
@@ -23,11 +22,10 @@ import { extensionSettingsOf } from './modules/extensions/index.js';
 import { loadProxyUpstreams, type ProxySettings } from './modules/proxies/upstreams.js';
 import { allProjectResources } from './modules/registry.js';
 import type { ProfileStore } from './ports/profile-store.js';
-import { createFileProfileStore } from './storage/file-profile-store.js';
 import type { ReplayStore } from './ports/replay-store.js';
-import { createFileReplayStore } from './storage/file-replay-store.js';
 import { replaySettingsOf } from './config-replays.js';
 import { SessionEnds } from './session-ends.js';
+import { storesOf } from './storage/stores.js';
 
 /** What the composer is handed rather than reads from the configuration. */
 export interface ComposeParts {
@@ -66,6 +64,7 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
   const { db, databaseUrl, runtime, log } = parts;
   const clock = overrides.clock ?? systemClock;
   const events = createPgEventHub(databaseUrl, db, log, databaseTimeouts(config));
+  const stores = storesOf(config);
   return {
     db,
     clock,
@@ -106,8 +105,8 @@ export async function composeAppDeps(config: Config, parts: ComposeParts, overri
       egress: { blockPrivate: config.BROWSERPLANE_BLOCK_PRIVATE_NETWORKS, allowed: parseAllowedNetworks(config.BROWSERPLANE_ALLOWED_PRIVATE_NETWORKS) },
       ...overrides.proxy,
     },
-    profileStore: overrides.profileStore ?? createFileProfileStore(config.BROWSERPLANE_PROFILE_DIR ?? path.join(config.dataDir, 'profiles')),
-    replayStore: overrides.replayStore ?? createFileReplayStore(config.BROWSERPLANE_REPLAY_DIR ?? path.join(config.dataDir, 'replays')),
+    profileStore: overrides.profileStore ?? stores.profiles(),
+    replayStore: overrides.replayStore ?? stores.replays(),
     shutdown: parts.shutdown,
     runtime,
     agentTokens: agentTokensFrom(parts.encryptionKey),

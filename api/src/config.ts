@@ -4,6 +4,7 @@ import { parseAllowedNetworks } from '../../contract/egress.js';
 import { appJobFields } from './config-app-jobs.js';
 import { liveViewFields } from './config-live-view.js';
 import { replayFields } from './config-replays.js';
+import { storageFields } from './config-storage.js';
 import { auditLogFields } from './config-audit-logs.js';
 import { telemetryFields } from './config-telemetry.js';
 import { credentialProviderFields } from './config-credential-providers.js';
@@ -204,6 +205,7 @@ export const configSchema = z.object({
   ...appJobFields,
   ...liveViewFields,
   ...replayFields,
+  ...storageFields,
   ...auditLogFields,
   ...telemetryFields,
   ...credentialProviderFields,

@@ -41,6 +41,7 @@ const VALUES_SETS = {
   'ci/ha-monitoring-values.yaml': [path.join(CHART, 'ci/ha-monitoring-values.yaml')],
   'ci/existing-secrets-values.yaml': [path.join(CHART, 'ci/existing-secrets-values.yaml')],
   'ci/ingress-values.yaml': [path.join(CHART, 'ci/ingress-values.yaml')],
+  'ci/s3-storage-values.yaml': [path.join(CHART, 'ci/s3-storage-values.yaml')],
 } as const;
 type ValuesSet = keyof typeof VALUES_SETS;
 
@@ -307,7 +308,8 @@ describe.each(Object.keys(VALUES_SETS) as ValuesSet[])('rendered with %s values'
     for (const variable of ['BROWSERPLANE_APP_HTTP_PROXY', 'BROWSERPLANE_APP_HTTPS_PROXY', 'BROWSERPLANE_APP_NO_PROXY', 'BROWSERPLANE_APP_CA_CONFIGMAP']) expect(envOf(api, variable), variable).toBeUndefined();
     // Every Secret a pod reads is either rendered here or one the values name as existing.
     const rendered = new Set(ofKind(objects, 'Secret').map((secret) => secret.metadata.name));
-    const existing = new Set(set === 'ci/existing-secrets-values.yaml' ? ['browserplane-keys', 'platform-postgres'] : []);
+    const existingBySet: Partial<Record<ValuesSet, string[]>> = { 'ci/existing-secrets-values.yaml': ['browserplane-keys', 'platform-postgres'], 'ci/s3-storage-values.yaml': ['browserplane-s3'] };
+    const existing = new Set(existingBySet[set] ?? []);
     for (const container of [api, operator]) {
       for (const variable of container.env ?? []) {
         const ref = variable.valueFrom?.secretKeyRef;
@@ -560,6 +562,32 @@ describe('rendering choices', () => {
       expect(volume).toEqual({ name: 'database-ca', secret: { secretName: 'db-ca' } });
     }
     for (const { mount, volume } of await mounts([])) expect({ mount, volume }).toEqual({ mount: undefined, volume: undefined });
+  });
+
+  it('stores profiles and recordings in the S3 bucket storage.s3 names, with no shared volume, and refuses s3 without a bucket', async () => {
+    type Volumes = { volumes?: { name: string }[]; containers: (Container & { volumeMounts?: { name: string }[] })[] };
+    const apiOf = async (options: { valuesFiles?: string[] }) => podSpecOf(named(await renderChart({ namespace: 'render-only', ...options }), 'Deployment', 'browserplane-api')) as PodSpec & Volumes;
+    const s3 = await apiOf({ valuesFiles: [path.join(CHART, 'ci/s3-storage-values.yaml')] });
+    const api = s3.containers[0]!;
+    expect(Object.fromEntries(['BROWSERPLANE_STORE', 'BROWSERPLANE_S3_BUCKET', 'BROWSERPLANE_S3_ENDPOINT', 'BROWSERPLANE_S3_REGION', 'BROWSERPLANE_S3_PREFIX', 'BROWSERPLANE_S3_FORCE_PATH_STYLE'].map((name) => [name, envOf(api, name)?.value]))).toEqual({
+      BROWSERPLANE_STORE: 's3',
+      BROWSERPLANE_S3_BUCKET: 'browserplane-data',
+      BROWSERPLANE_S3_ENDPOINT: 'http://minio.minio.svc:9000',
+      BROWSERPLANE_S3_REGION: 'us-east-1',
+      BROWSERPLANE_S3_PREFIX: 'browserplane/',
+      BROWSERPLANE_S3_FORCE_PATH_STYLE: 'true',
+    });
+    expect(envOf(api, 'AWS_ACCESS_KEY_ID')?.valueFrom?.secretKeyRef).toEqual({ name: 'browserplane-s3', key: 'AWS_ACCESS_KEY_ID' });
+    expect(envOf(api, 'AWS_SECRET_ACCESS_KEY')?.valueFrom?.secretKeyRef).toEqual({ name: 'browserplane-s3', key: 'AWS_SECRET_ACCESS_KEY' });
+    expect(envOf(api, 'BROWSERPLANE_PROFILE_DIR')).toBeUndefined();
+    expect(s3.volumes!.map((volume) => volume.name)).not.toContain('profiles');
+    expect(api.volumeMounts!.map((mount) => mount.name)).not.toContain('replays');
+    const file = await apiOf({});
+    expect(envOf(file.containers[0]!, 'BROWSERPLANE_STORE')).toBeUndefined();
+    expect(file.volumes!.map((volume) => volume.name)).toEqual(expect.arrayContaining(['profiles', 'replays']));
+    const refused = await helm(['template', 'x', CHART, '--set', 'storage.type=s3']);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('bucket');
   });
 
   it('renders no NetworkPolicy when networkPolicy.enabled is false', async () => {

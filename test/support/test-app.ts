@@ -82,6 +82,8 @@ export async function startTestApp(
     agentFsEnv?: Record<`AGENT_${'FS' | 'LOGS'}_${string}`, string>;
     /** Each browser's memory cgroup limit, MiB (the runtime's default otherwise). */
     memoryLimitMb?: number;
+    /** More settings as the service reads them (e.g. BROWSERPLANE_STORE=s3 and its bucket); the file stores otherwise. */
+    configEnv?: Record<string, string>;
   } = {},
 ): Promise<TestApp> {
   const database = await freshDatabase();
@@ -102,7 +104,7 @@ export async function startTestApp(
     ...(options.memoryLimitMb !== undefined ? { memoryLimitMb: options.memoryLimitMb } : {}),
   });
   // The service's own composition, with the test's clock, limits, proxy settings and store.
-  const config = parseConfig({ BROWSERPLANE_DATA_DIR: profileDir });
+  const config = parseConfig({ BROWSERPLANE_DATA_DIR: profileDir, ...options.configEnv });
   const deps = await composeAppDeps(
     config,
     { db: database.db, databaseUrl: database.url, runtime, kubernetes: false, log, shutdown: shutdown.signal, encryptionKey },
@@ -122,7 +124,7 @@ export async function startTestApp(
         egress: options.egress ? { blockPrivate: options.egress.blockPrivateNetworks, allowed: parseAllowedNetworks(options.egress.allowedNetworks) } : undefined,
         ...options.proxy,
       },
-      profileStore: createFileProfileStore(profileDir),
+      ...(config.BROWSERPLANE_STORE === 'file' ? { profileStore: createFileProfileStore(profileDir) } : {}),
     },
   );
   const services = createAppServices(deps);

@@ -32,8 +32,13 @@ export function privateRoot(root: string): () => Promise<void> {
 
 /** `root/<segment>/…`; a segment that is not a plain token is refused, never turned into a path. */
 export function pathUnder(root: string, kind: string, segments: string[]): string {
+  return path.join(root, ...safeSegments(kind, segments));
+}
+
+/** The segments, each checked to be a plain token (the object stores build keys from them too). */
+export function safeSegments(kind: string, segments: string[]): string[] {
   for (const segment of segments) {
     if (!SAFE_SEGMENT.test(segment)) throw new Error(`unsafe ${kind} path segment ${JSON.stringify(segment)}`);
   }
-  return path.join(root, ...segments);
+  return segments;
 }
