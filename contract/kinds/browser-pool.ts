@@ -29,6 +29,7 @@ export const browserPoolStatusSchema = z.strictObject({
   size: z.number().int().optional().describe('Browsers the pool keeps warm'),
   availableCount: z.number().int().optional().describe('Idle browsers ready to be acquired'),
   acquiredCount: z.number().int().optional().describe('Browsers leased out'),
+  startingCount: z.number().int().optional().describe('Browsers still starting: the fill in progress'),
   replicas: z.number().int().optional().describe('Browsers the pool holds now, idle and leased (the scale subresource\'s status.replicas)'),
   selector: z.string().optional().describe('Label selector of the pool\'s browser pods (the scale subresource\'s selector)'),
 });

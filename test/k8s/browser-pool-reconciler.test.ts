@@ -130,7 +130,7 @@ describe('BrowserPool resources applied with kubectl', () => {
     const full = await readyWith('warm', READY_REASONS.full);
     const poolId = full.status!.poolId!;
     expect(full.metadata.finalizers).toContain(FINALIZERS.browserPool);
-    expect(full.status).toMatchObject({ project: app.tenant.defaultProjectId, size: 2, availableCount: 2, acquiredCount: 0 });
+    expect(full.status).toMatchObject({ project: app.tenant.defaultProjectId, size: 2, availableCount: 2, acquiredCount: 0, startingCount: 0 });
     const listed = await http.get(`/browser_pools?name=warm`);
     expect(listed.body).toEqual([expect.objectContaining({ id: poolId, name: 'warm', available_count: 2, acquired_count: 0 })]);
     expect((await poolRow(poolId)).kubernetes_resource).toBe(`${namespace}/warm`);

@@ -96,7 +96,7 @@ describe('the CRDs on a real API server', () => {
       dispatcher: new Agent({ connect: { ca: readFileSync(caFile) } }),
     });
     const table = (await response.json()) as { columnDefinitions: { name: string }[]; rows: { cells: unknown[] }[] };
-    expect(table.columnDefinitions.map((c) => c.name)).toEqual(['Name', 'Size', 'Available', 'Acquired', 'Ready', 'Age']);
+    expect(table.columnDefinitions.map((c) => c.name)).toEqual(['Name', 'Size', 'Available', 'Acquired', 'Starting', 'Ready', 'Age']);
     expect(table.rows.some((row) => row.cells[1] === 4)).toBe(true);
   });
 

@@ -40,6 +40,7 @@ const pool = (extra: Partial<ObservedPool> = {}): ObservedPool => ({
   config: { size: 2, headless: true, name: 'warm' },
   size: 2,
   availableCount: 2,
+  startingCount: 0,
   acquiredCount: 0,
   draining: false,
   ...extra,
@@ -179,9 +180,9 @@ describe('poolStatusOf', () => {
     expect(s.observedGeneration).toBe(3);
   });
 
-  it('reports the pool’s id, project and counts', () => {
-    const s = poolStatusOf({ generation: 1, deleting: false, pool: pool({ availableCount: 1, acquiredCount: 1 }), problem: undefined }, undefined, now);
-    expect(s).toMatchObject({ poolId: 'bpool_1', project: 'proj_1', size: 2, availableCount: 1, acquiredCount: 1 });
+  it('reports the pool’s id, project and counts, the browsers still starting, and its scale (replicas, selector)', () => {
+    const s = poolStatusOf({ generation: 1, deleting: false, pool: pool({ size: 4, availableCount: 1, acquiredCount: 1, startingCount: 2 }), problem: undefined }, undefined, now);
+    expect(s).toMatchObject({ poolId: 'bpool_1', project: 'proj_1', size: 4, availableCount: 1, acquiredCount: 1, startingCount: 2, replicas: 2, selector: 'browserplane.dev/pool=bpool_1' });
   });
 
   it('a problem wins over the counts', () => {

@@ -74,6 +74,7 @@ export const KINDS: KindDefinition[] = [
       { name: 'Size', type: 'integer', jsonPath: '.spec.size', description: 'Browsers kept warm' },
       { name: 'Available', type: 'integer', jsonPath: '.status.availableCount', description: 'Idle browsers' },
       { name: 'Acquired', type: 'integer', jsonPath: '.status.acquiredCount', description: 'Leased browsers' },
+      { name: 'Starting', type: 'integer', jsonPath: '.status.startingCount', description: 'Browsers still starting', priority: 1 },
       ready,
       age,
     ],

@@ -139,6 +139,8 @@ export interface ObservedPool {
   config: Record<string, unknown>;
   size: number;
   availableCount: number;
+  /** Browsers of the pool still starting (the fill in progress). */
+  startingCount: number;
   acquiredCount: number;
   draining: boolean;
 }
@@ -243,7 +245,7 @@ export interface StatusInput {
   generation: number;
   deleting: boolean;
   /** The pool as it is after this reconcile's step (counts read afterwards). */
-  pool: Pick<ObservedPool, 'id' | 'projectId' | 'size' | 'availableCount' | 'acquiredCount'> | undefined;
+  pool: Pick<ObservedPool, 'id' | 'projectId' | 'size' | 'availableCount' | 'acquiredCount' | 'startingCount'> | undefined;
   problem: Problem | undefined;
 }
 
@@ -277,6 +279,7 @@ export function poolStatusOf(input: StatusInput, previous: Partial<BrowserPoolSt
           project: pool.projectId,
           size: pool.size,
           availableCount: pool.availableCount,
+          startingCount: pool.startingCount,
           acquiredCount: pool.acquiredCount,
           replicas: pool.availableCount + pool.acquiredCount,
           selector: `${LABELS.poolId}=${pool.id}`,

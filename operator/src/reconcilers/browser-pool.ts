@@ -75,6 +75,7 @@ const observedPoolOf = (row: PoolRow): ObservedPool => ({
   config: row.config,
   size: row.size,
   availableCount: Number(row.available_count),
+  startingCount: Number(row.starting_count),
   acquiredCount: Number(row.acquired_count),
   draining: row.draining_since !== null,
 });
