@@ -8,11 +8,15 @@ import { z } from 'zod';
 /** An origin as CSP frame-ancestors takes it: scheme://host[:port], the host's first label may be `*`. */
 const ORIGIN = /^https?:\/\/(\*\.)?[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?(:\d{1,5})?$/;
 
+const origins = z.array(z.string().max(300).regex(ORIGIN, 'origins like https://app.example.com or https://*.example.com:8443, separated by spaces or commas')).max(64);
+
+/** Unset (or only 'self'): undefined, as --help shows it; else the origins, each checked. */
 const originList = z
   .string()
   .optional()
   .transform((v) => (v ?? '').split(/[\s,]+/).filter((origin) => origin !== '' && origin !== "'self'" && origin !== 'self'))
-  .pipe(z.array(z.string().max(300).regex(ORIGIN, 'origins like https://app.example.com or https://*.example.com:8443, separated by spaces or commas')).max(64));
+  .pipe(origins)
+  .transform((list) => (list.length === 0 ? undefined : list));
 
 export const liveViewFields = {
   BROWSERPLANE_LIVE_VIEW_FRAME_ANCESTORS: originList.describe(

@@ -4,7 +4,7 @@ import { liveViewPageHeaders } from '../../api/src/modules/browsers/live-view-pa
 
 describe('BROWSERPLANE_LIVE_VIEW_FRAME_ANCESTORS', () => {
   it('is empty by default: the page may be framed by this service only', () => {
-    expect(parseConfig({}).BROWSERPLANE_LIVE_VIEW_FRAME_ANCESTORS).toEqual([]);
+    expect(parseConfig({}).BROWSERPLANE_LIVE_VIEW_FRAME_ANCESTORS).toBeUndefined();
     expect(liveViewPageHeaders()['Content-Security-Policy']).toContain("frame-ancestors 'self';");
   });
 
