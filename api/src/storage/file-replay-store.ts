@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import { mkdir, open, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { pathUnder, privateRoot } from './private-root.js';
-import { ReplayTooLargeError, type ReplayRef, type ReplayStore } from '../ports/replay-store.js';
+import type { ReplayRef, ReplayStore } from '../ports/replay-store.js';
+import { replaySizeLimit } from './byte-limit.js';
 
 
 /**
@@ -24,14 +24,7 @@ export function createFileReplayStore(root: string): ReplayStore {
       await ensureRoot();
       await mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
       const partial = `${file}.${randomBytes(6).toString('hex')}.partial`;
-      let size = 0;
-      const counter = new Transform({
-        transform(chunk: Buffer, _encoding, done) {
-          size += chunk.length;
-          if (size > maxBytes) return done(new ReplayTooLargeError(`the video is larger than ${maxBytes} bytes`));
-          done(null, chunk);
-        },
-      });
+      const { stream: counter, bytes } = replaySizeLimit(maxBytes);
       try {
         await pipeline(body, counter, createWriteStream(partial, { mode: 0o600 }));
         await rename(partial, file);
@@ -39,7 +32,7 @@ export function createFileReplayStore(root: string): ReplayStore {
         await rm(partial, { force: true });
         throw error;
       }
-      return { sizeBytes: size };
+      return { sizeBytes: bytes() };
     },
     async open(ref, range) {
       const file = fileOf(ref);

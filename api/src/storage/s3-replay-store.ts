@@ -1,5 +1,5 @@
-import { Transform } from 'node:stream';
-import { ReplayTooLargeError, type ReplayStore } from '../ports/replay-store.js';
+import type { ReplayStore } from '../ports/replay-store.js';
+import { replaySizeLimit } from './byte-limit.js';
 import type { S3Bucket } from './s3-bucket.js';
 
 /**
@@ -15,14 +15,7 @@ export function createS3ReplayStore(bucket: S3Bucket): ReplayStore {
   return {
     async save(ref, body, maxBytes) {
       const key = keyOf(ref);
-      let size = 0;
-      const counter = new Transform({
-        transform(chunk: Buffer, _encoding, done) {
-          size += chunk.length;
-          if (size > maxBytes) return done(new ReplayTooLargeError(`the video is larger than ${maxBytes} bytes`));
-          done(null, chunk);
-        },
-      });
+      const { stream: counter, bytes } = replaySizeLimit(maxBytes);
       body.on('error', (error) => counter.destroy(error));
       try {
         await bucket.put(key, body.pipe(counter));
@@ -30,7 +23,7 @@ export function createS3ReplayStore(bucket: S3Bucket): ReplayStore {
         // The upload's own error may hide the cause: the size limit is what the caller acts on.
         throw counter.errored ?? error;
       }
-      return { sizeBytes: size };
+      return { sizeBytes: bytes() };
     },
     async open(ref, range) {
       const object = await bucket.get(keyOf(ref), range);
