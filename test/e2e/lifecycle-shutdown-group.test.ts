@@ -6,29 +6,20 @@
  * install dependencies and build).
  */
 import { spawn } from 'node:child_process';
-import { readFile, readdir, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import Kernel from '@onkernel/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { eventually } from '../support/eventually.js';
 import { cleanupServices, createDataDir, LISTENING_MSG, MAIN_JS, postgresPids } from '../support/service.js';
+import { processesMentioning } from './support/processes.js';
 
 afterEach(cleanupServices);
 
 interface Line {
   msg?: string;
   url?: string;
-}
-
-async function processesMentioning(dir: string): Promise<number[]> {
-  const pids: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (cmdline.includes(dir)) pids.push(Number(entry));
-  }
-  return pids;
 }
 
 /** Starts `make run`'s equivalent as the leader of a new process group; its output as parsed log lines. */

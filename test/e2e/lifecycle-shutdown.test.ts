@@ -6,6 +6,7 @@ import { rawConversation } from './support/raw-http.js';
 import { unique } from './support/sdk.js';
 import { cleanupServices, LISTENING_MSG, postgresPids, startService, type RunningService } from '../support/service.js';
 import { eventually } from '../support/eventually.js';
+import { processesMentioning } from './support/processes.js';
 
 const messages = (service: RunningService) => service.logs().map((line) => line.msg);
 const LEFTOVER_WARNING = 'stopping a Postgres server left running by an earlier run';
@@ -160,17 +161,6 @@ describe('graceful shutdown', () => {
     await expect(next.client(service.adminKey).organization.limits.retrieve()).resolves.toBeDefined();
   });
 });
-
-/** Pids of processes whose command line mentions `dir` (Chromium, Xvfb and helpers of one browser). */
-async function processesMentioning(dir: string): Promise<number[]> {
-  const pids: number[] = [];
-  for (const entry of await readdir('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const cmdline = await readFile(`/proc/${entry}/cmdline`, 'utf8').catch(() => '');
-    if (cmdline.includes(dir)) pids.push(Number(entry));
-  }
-  return pids;
-}
 
 describe('graceful shutdown with browsers running', () => {
   it('closes every browser: no agent, Chromium or Xvfb process and no work dir is left', async () => {
